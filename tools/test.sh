@@ -4,7 +4,7 @@
 # the exit status is non-zero when any phase failed. JOBS overrides the parallelism.
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 jobs=${JOBS:-$(nproc)}
 phases=()
 failed=0

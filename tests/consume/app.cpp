@@ -1,7 +1,8 @@
 // A program built against tlaunch the way a user builds one: it includes the umbrella header
 // and uses each dependency tlaunch brings along, so a missing include path, define or library
 // in the package fails to compile or link here.
-#include <tlaunch/tlaunch.hpp>
+#include <sstream>
+#include <thread>
 
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -9,8 +10,7 @@
 #include <fmt/core.h>
 #include <libssh/libssh.h>
 
-#include <sstream>
-#include <thread>
+#include <tlaunch/tlaunch.hpp>
 
 int main() {
   asio::io_context io;

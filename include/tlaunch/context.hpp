@@ -1,0 +1,101 @@
+// What a node's run(context&) body sees of the program.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "detail/runtime.hpp"
+#include "handle.hpp"
+#include "rpc/instance.hpp"
+
+namespace tlaunch {
+
+class context {
+ public:
+  context(detail::runtime& rt, rpc::instance& inst)
+      : rt_(rt), inst_(inst), stop_timer_(inst.strand, asio::steady_timer::time_point::max()) {
+    rt_.add_stop_waker([this] {
+      asio::post(inst_.strand, [this] { stop_timer_.cancel(); });
+    });
+  }
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  // The node's name, this replica's index and the number of replicas.
+  std::string_view name() const noexcept { return inst_.node_name; }
+  std::uint32_t index() const noexcept { return inst_.replica; }
+  std::uint32_t replicas() const noexcept { return inst_.replicas; }
+  // "producer/3"
+  std::string id() const { return inst_.id(); }
+
+  // One line of output, shown by the launcher as "[producer/3] ...".
+  template <class... A>
+  void log(fmt::format_string<A...> f, A&&... args) const {
+    auto line = fmt::format(f, std::forward<A>(args)...);
+    if (rt_.log_line)
+      rt_.log_line(inst_, line);
+    else
+      fmt::print("[{}] {}\n", inst_.id(), line);
+  }
+
+  // Stops every node of the program, on every host.
+  void stop_program() const {
+    if (rt_.stop_program) rt_.stop_program();
+  }
+  bool stop_requested() const noexcept { return rt_.stop_requested(); }
+
+  // Completes when the program is stopping (or the awaiting body is cancelled).
+  asio::awaitable<void> stopped() {
+    if (stop_requested()) co_return;
+    std::error_code ec;
+    co_await stop_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // Waits d; returns early (throwing asio's operation_aborted) when stopping.
+  template <class Rep, class Period>
+  asio::awaitable<void> sleep_for(std::chrono::duration<Rep, Period> d) {
+    asio::steady_timer t(inst_.strand, d);
+    co_await t.async_wait(asio::use_awaitable);
+  }
+
+  // The node's strand: run work here to keep actor semantics.
+  rpc::strand_type executor() const { return inst_.strand; }
+
+  // The program's own arguments: everything after `--` on the command line.
+  const std::vector<std::string>& args() const noexcept { return rt_.options().user_args; }
+
+  // The IP address this process serves on ("127.0.0.1" when all local).
+  std::string listen_host() const { return rt_.listen_host(); }
+
+  // Starts an in-process actor S (constructed from args) on its own strand and
+  // returns a handle whose calls go to it directly, without serialization.
+  template <class S, class... A>
+  handle<S> spawn(A&&... args) {
+    auto& inst = rt_.host_dynamic(detail::type_name<S>());
+    if constexpr (std::is_aggregate_v<S>)
+      inst.object = std::shared_ptr<void>(new S{std::forward<A>(args)...}, [](void* p) {
+        delete static_cast<S*>(p);
+      });
+    else
+      inst.object = std::shared_ptr<void>(new S(std::forward<A>(args)...), [](void* p) {
+        delete static_cast<S*>(p);
+      });
+    return handle<S>(&rt_, inst.flat_id, &inst);
+  }
+
+ private:
+  detail::runtime& rt_;
+  rpc::instance& inst_;
+  asio::steady_timer stop_timer_;
+};
+
+}  // namespace tlaunch

@@ -1,0 +1,365 @@
+// The per-process runtime: one io_context run by a small pool, the node
+// instances this process hosts, the directory of every instance's address, and
+// the connections to other processes. Launch types configure it through hooks.
+#pragma once
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "../rpc/connection.hpp"
+#include "../rpc/instance.hpp"
+#include "build_id.hpp"
+
+namespace tlaunch::detail {
+
+// A node of the program as the runtime sees it.
+struct node_info {
+  std::string_view name;
+  std::string_view type_name;
+  std::uint32_t replicas = 1;
+  bool has_run = false;
+  std::uint32_t first = 0;  // flat id of replica 0
+};
+
+struct runtime_options {
+  unsigned threads = 2;
+  bool force_wire = false;  // local calls go over TCP too (tests)
+  std::uint32_t max_frame = wire::default_max_frame;
+  std::chrono::milliseconds grace{5000};
+  std::vector<std::string> user_args;
+};
+
+inline thread_local const void* current_runtime_thread = nullptr;
+
+class runtime final : public rpc::connection_sink {
+ public:
+  runtime(std::vector<node_info> nodes, runtime_options opt, std::vector<std::uint8_t> secret,
+          std::string self_name)
+      : io(static_cast<int>(opt.threads == 0 ? 1 : opt.threads)),
+        nodes_(std::move(nodes)),
+        opt_(std::move(opt)),
+        work_(asio::make_work_guard(io)),
+        acceptor_(io) {
+    std::uint32_t total = 0;
+    for (auto& n : nodes_) {
+      n.first = total;
+      total += n.replicas;
+    }
+    total_ = total;
+    hosted_.resize(total);
+    addresses_.resize(total);
+    conn_by_flat_.resize(total);
+    auto cfg = std::make_shared<rpc::connection_config>();
+    cfg->secret = std::move(secret);
+    cfg->build_id = self_build_id();
+    cfg->name = std::move(self_name);
+    cfg->max_frame = opt_.max_frame;
+    cfg_ = std::move(cfg);
+  }
+
+  ~runtime() override { shutdown(); }
+
+  asio::io_context io;
+
+  // ----- program shape -------------------------------------------------------------
+
+  const std::vector<node_info>& nodes() const { return nodes_; }
+  std::uint32_t total_instances() const { return total_; }
+  const runtime_options& options() const { return opt_; }
+  const node_info& node_of(std::uint32_t flat) const {
+    for (std::size_t i = nodes_.size(); i-- > 0;)
+      if (nodes_[i].first <= flat) return nodes_[i];
+    return nodes_.front();
+  }
+  std::string instance_id(std::uint32_t flat) const {
+    if (flat >= total_) return "spawned#" + std::to_string(flat - total_);
+    const auto& n = node_of(flat);
+    return std::string(n.name) + "/" + std::to_string(flat - n.first);
+  }
+
+  // ----- hosting ---------------------------------------------------------------------
+
+  rpc::instance& host(std::uint32_t flat) {
+    const auto& n = node_of(flat);
+    hosted_[flat] = std::make_unique<rpc::instance>(io, n.name, flat - n.first, n.replicas, flat);
+    hosted_[flat]->type_name = n.type_name;
+    return *hosted_[flat];
+  }
+  // An in-process actor created at run time (context::spawn); never in the directory.
+  rpc::instance& host_dynamic(std::string_view type_name) {
+    std::lock_guard lk(mu_);
+    auto id = total_ + static_cast<std::uint32_t>(dynamic_.size());
+    dynamic_.push_back(std::make_unique<rpc::instance>(io, "spawned", id - total_, 1, id));
+    dynamic_.back()->type_name = type_name;
+    return *dynamic_.back();
+  }
+  rpc::instance* hosted(std::uint32_t flat) const {
+    return flat < total_ ? hosted_[flat].get() : nullptr;
+  }
+  // The instance to call directly, or null when the call must go over the wire.
+  rpc::instance* local(std::uint32_t flat) const {
+    return opt_.force_wire ? nullptr : hosted(flat);
+  }
+  template <class F>
+  void for_each_hosted(F&& f) {
+    for (auto& i : hosted_)
+      if (i) f(*i);
+  }
+
+  // ----- directory and connections ----------------------------------------------------
+
+  // Binds ip:0 and starts accepting; returns "ip:port". Call before any connection.
+  std::string listen(const std::string& ip) {
+    asio::ip::tcp::endpoint ep(asio::ip::make_address(ip), 0);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
+    acceptor_.bind(ep);
+    acceptor_.listen();
+    auto port = acceptor_.local_endpoint().port();
+    listen_address_ = (ep.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+    auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
+    cfg->listen_address = listen_address_;
+    cfg_ = std::move(cfg);
+    accept_next();
+    return listen_address_;
+  }
+  const std::string& listen_address() const { return listen_address_; }
+  std::string listen_host() const {
+    auto c = listen_address_.rfind(':');
+    return c == std::string::npos ? std::string("127.0.0.1") : listen_address_.substr(0, c);
+  }
+  std::shared_ptr<const rpc::connection_config> config() const { return cfg_; }
+
+  void set_directory(std::vector<std::string> addresses) {
+    std::lock_guard lk(mu_);
+    addresses_ = std::move(addresses);
+    addresses_.resize(total_);
+  }
+
+  // The connection to the process hosting `flat`, opened on first use.
+  // Empty with a reason when there is no address for it.
+  std::shared_ptr<rpc::connection> connection_to(std::uint32_t flat, std::string& why) {
+    std::lock_guard lk(mu_);
+    if (flat >= total_) {
+      why = "no such node instance";
+      return nullptr;
+    }
+    auto& c = conn_by_flat_[flat];
+    if (c && !c->closed()) return c;
+    const std::string& addr = addresses_[flat];
+    if (addr.empty()) {
+      why = "its address is not known (the program has not started or has stopped)";
+      return nullptr;
+    }
+    auto it = by_address_.find(addr);
+    if (it != by_address_.end() && !it->second->closed()) {
+      c = it->second;
+      return c;
+    }
+    c = rpc::connection::connect(io, addr, cfg_, this);
+    by_address_[addr] = c;
+    return c;
+  }
+
+  // A connection to an address outside the directory (the coordinator).
+  std::shared_ptr<rpc::connection> connect(const std::string& address) {
+    return rpc::connection::connect(io, address, cfg_, this);
+  }
+
+  // ----- threads ---------------------------------------------------------------------
+
+  void start_threads() {
+    unsigned n = opt_.threads == 0 ? 1 : opt_.threads;
+    for (unsigned i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        current_runtime_thread = this;
+        io.run();
+      });
+  }
+  bool on_io_thread() const { return current_runtime_thread != nullptr; }
+
+  // Lets the io_context finish once it runs out of work, then joins the pool.
+  void release_and_join() {
+    work_.reset();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    threads_.clear();
+  }
+
+  void shutdown() {
+    if (shut_down_.exchange(true)) return;
+    {
+      std::error_code ec;
+      asio::post(io, [this] {
+        std::error_code ec2;
+        acceptor_.close(ec2);
+      });
+    }
+    close_all("process is stopping");
+    work_.reset();
+    io.stop();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    threads_.clear();
+  }
+
+  void close_all(const std::string& reason) {
+    std::vector<std::shared_ptr<rpc::connection>> all;
+    {
+      std::lock_guard lk(mu_);
+      for (auto& [a, c] : by_address_) all.push_back(c);
+      for (auto& c : accepted_) all.push_back(c);
+      by_address_.clear();
+      accepted_.clear();
+      for (auto& c : conn_by_flat_) c.reset();
+    }
+    for (auto& c : all) c->close(reason);
+  }
+
+  // ----- hooks set by the launch type ----------------------------------------------
+
+  // ctx.stop_program()
+  std::function<void()> stop_program;
+  // A run() body finished (null exception: returned normally).
+  std::function<void(rpc::instance&, std::exception_ptr)> run_finished;
+  // ctx.log() lines.
+  std::function<void(const rpc::instance&, std::string_view)> log_line;
+  // Control frames (coordinator protocol) and connection closes.
+  std::function<void(const std::shared_ptr<rpc::connection>&, const wire::frame_header&,
+                     std::span<const char>)>
+      control;
+  std::function<void(const std::shared_ptr<rpc::connection>&, const std::string&)> closed;
+
+  // Starts the run() body of every hosted instance that has one.
+  void start_runs() {
+    for_each_hosted([](rpc::instance& i) {
+      if (i.start_run) i.start_run(i);
+    });
+  }
+
+  bool stop_requested() const { return stopping_.load(); }
+
+  // Cancels every run() body and wakes ctx.stopped() waiters; idempotent.
+  void stop_instances();
+  // Registered by each context so that stop_instances() can wake it.
+  void add_stop_waker(std::function<void()> w) {
+    {
+      std::lock_guard lk(mu_);
+      if (!stopping_) {
+        stop_wakers_.push_back(std::move(w));
+        return;
+      }
+    }
+    w();
+  }
+
+  // ----- connection_sink ------------------------------------------------------------
+
+  void on_call(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
+               std::span<const char> payload) override {
+    rpc::instance* inst = hosted(h.target);
+    if (!inst) {
+      rpc::reply_error(*c, h.call_id, wire::error_code::no_such_node,
+                       "this process does not host instance " + instance_id(h.target));
+      return;
+    }
+    const rpc::dispatch_entry* e = inst->find(h.method);
+    if (!e) {
+      rpc::reply_error(*c, h.call_id, wire::error_code::no_such_method,
+                       "node " + inst->id() + " (" + std::string(inst->type_name) +
+                           ") exposes no method with id " + std::to_string(h.method));
+      return;
+    }
+    e->serve(*inst, c, h, payload);
+  }
+  void on_control(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
+                  std::span<const char> payload) override {
+    if (control)
+      control(c, h, payload);
+    else
+      log("unexpected control frame from " + c->peer_name());
+  }
+  void on_ready(const std::shared_ptr<rpc::connection>& c) override {
+    // An accepted connection also carries our calls back to that process.
+    std::lock_guard lk(mu_);
+    auto addr = c->peer_listen_address();
+    if (!addr.empty() && !by_address_.count(addr)) by_address_[addr] = c;
+  }
+  void on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) override {
+    {
+      std::lock_guard lk(mu_);
+      for (auto it = by_address_.begin(); it != by_address_.end();)
+        it = it->second == c ? by_address_.erase(it) : std::next(it);
+      for (auto it = accepted_.begin(); it != accepted_.end();)
+        it = *it == c ? accepted_.erase(it) : std::next(it);
+      for (auto& f : conn_by_flat_)
+        if (f == c) f.reset();
+    }
+    if (closed) closed(c, reason);
+  }
+  void log(const std::string& message) override {
+    std::fprintf(stderr, "[tlaunch] %s: %s\n", cfg_->name.c_str(), message.c_str());
+  }
+
+ private:
+  void accept_next() {
+    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
+      if (ec) return;  // closed
+      auto c = rpc::connection::accept(std::move(s), cfg_, this);
+      {
+        std::lock_guard lk(mu_);
+        accepted_.push_back(c);
+      }
+      accept_next();
+    });
+  }
+
+  std::vector<node_info> nodes_;
+  runtime_options opt_;
+  std::uint32_t total_ = 0;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::shared_ptr<const rpc::connection_config> cfg_;
+  std::string listen_address_;
+  std::vector<std::unique_ptr<rpc::instance>> hosted_;
+  std::vector<std::unique_ptr<rpc::instance>> dynamic_;
+
+  mutable std::mutex mu_;
+  std::vector<std::string> addresses_;
+  std::vector<std::shared_ptr<rpc::connection>> conn_by_flat_;
+  std::unordered_map<std::string, std::shared_ptr<rpc::connection>> by_address_;
+  std::vector<std::shared_ptr<rpc::connection>> accepted_;
+  std::vector<std::thread> threads_;
+  std::vector<std::function<void()>> stop_wakers_;
+  std::atomic<bool> stopping_{false}, shut_down_{false};
+};
+
+inline void runtime::stop_instances() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_.exchange(true)) return;
+  }
+  for_each_hosted([](rpc::instance& i) {
+    asio::post(i.strand, [&i] { i.run_cancel.emit(asio::cancellation_type::terminal); });
+  });
+  std::vector<std::function<void()>> wakers;
+  {
+    std::lock_guard lk(mu_);
+    wakers = std::move(stop_wakers_);
+  }
+  for (auto& w : wakers) w();
+}
+
+}  // namespace tlaunch::detail

@@ -1,0 +1,274 @@
+// Typed handles: how one node calls another.
+//
+//   std::int64_t n = co_await counter.call<&Counter::add>(1);      // await the reply
+//   auto f = counter.async<&Counter::add>(1);  ...  co_await f.async_wait();
+//   counter.sync<&Counter::get>();                                  // from a plain thread
+//
+// Errors: tlaunch::remote_error (the method threw), tlaunch::unavailable,
+// tlaunch::timeout (call_options::timeout), tlaunch::cancelled.
+#pragma once
+
+#include <asio/async_result.hpp>
+#include <asio/use_awaitable.hpp>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "detail/runtime.hpp"
+#include "error.hpp"
+#include "rpc/call.hpp"
+#include "service.hpp"
+
+namespace tlaunch {
+
+template <class R>
+class future;
+
+namespace detail {
+
+template <auto M>
+using result_of = typename method_traits<decltype(M)>::result;
+
+template <class R>
+struct future_state {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  rpc::result_holder<R> value{};
+  // Resumes an async_wait()er; set at most once.
+  std::function<void()> waiter;
+
+  void set(std::exception_ptr e, rpc::result_holder<R>&& v) {
+    std::function<void()> w;
+    {
+      std::lock_guard lk(mu);
+      error = e;
+      value = std::move(v);
+      done = true;
+      w = std::move(waiter);
+    }
+    cv.notify_all();
+    if (w) w();
+  }
+};
+
+// Completion handler that fills a future's state (runs on the io pool).
+template <class R>
+struct future_handler {
+  std::shared_ptr<future_state<R>> s;
+  void operator()(std::exception_ptr e) requires std::is_void_v<R> { s->set(e, {}); }
+  template <class V>
+  void operator()(std::exception_ptr e, V&& v) requires(!std::is_void_v<R>) {
+    s->set(e, std::forward<V>(v));
+  }
+};
+
+template <class R>
+using completion_signature =
+    std::conditional_t<std::is_void_v<R>, void(std::exception_ptr), void(std::exception_ptr, R)>;
+
+template <class S, auto M>
+constexpr bool check_call() {
+  static_assert(exposure_check<S, M>::ok);
+  return true;
+}
+
+}  // namespace detail
+
+// A call in flight, started by handle::async. Await it with
+// `co_await f.async_wait()` or block a plain thread with `f.get()`.
+template <class R>
+class future {
+ public:
+  future() = default;
+
+  bool ready() const {
+    std::lock_guard lk(s_->mu);
+    return s_->done;
+  }
+
+  // Completion signature: void(std::exception_ptr[, R]). One waiter per future.
+  template <class Token = asio::use_awaitable_t<>>
+  auto async_wait(Token&& token = {}) {
+    return asio::async_initiate<Token, detail::completion_signature<R>>(
+        [s = s_](auto handler) {
+          auto ex = asio::get_associated_executor(handler);
+          using H = decltype(handler);
+          auto hp = std::make_shared<H>(std::move(handler));
+          auto fire = [s, hp, ex] {
+            asio::post(ex, [s, hp] {
+              if constexpr (std::is_void_v<R>)
+                (*hp)(s->error);
+              else
+                (*hp)(s->error, std::move(s->value));
+            });
+          };
+          std::unique_lock lk(s->mu);
+          if (s->done) {
+            lk.unlock();
+            fire();
+          } else {
+            s->waiter = fire;
+          }
+        },
+        token);
+  }
+
+  // Blocks until the reply; rethrows the call's error. Not on an io thread.
+  R get() {
+    std::unique_lock lk(s_->mu);
+    s_->cv.wait(lk, [&] { return s_->done; });
+    if (s_->error) std::rethrow_exception(s_->error);
+    if constexpr (!std::is_void_v<R>) return std::move(s_->value);
+  }
+
+ private:
+  template <class S>
+  friend class handle;
+  explicit future(std::shared_ptr<detail::future_state<R>> s) : s_(std::move(s)) {}
+  std::shared_ptr<detail::future_state<R>> s_;
+};
+
+// A handle to one node instance serving S.
+template <class S>
+class handle {
+ public:
+  using service_type = S;
+  handle() = default;
+  handle(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr)
+      : rt_(rt), flat_(flat), direct_(direct) {}
+
+  bool valid() const noexcept { return rt_ != nullptr; }
+  // "counter/0"
+  std::string id() const { return rt_ ? rt_->instance_id(flat_) : std::string("(unbound)"); }
+
+  // Calls M and awaits the result.
+  template <auto M, class... A>
+  asio::awaitable<detail::result_of<M>> call(A&&... args) const {
+    return call<M>(call_options{}, std::forward<A>(args)...);
+  }
+  template <auto M, class... A>
+  asio::awaitable<detail::result_of<M>> call(call_options opt, A&&... args) const {
+    static_assert(detail::check_call<S, M>());
+    using R = detail::result_of<M>;
+    auto t = make_args<M>(std::forward<A>(args)...);
+    check_bound<M>();
+    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
+                                            detail::completion_signature<R>>(
+        [this, &opt, &t](auto handler) {
+          rpc::start_call<M>(*rt_, flat_, direct_, opt, std::move(t), std::move(handler));
+        },
+        asio::use_awaitable);
+  }
+
+  // Starts M now; the reply is awaited later through the future.
+  template <auto M, class... A>
+  future<detail::result_of<M>> async(A&&... args) const {
+    return async<M>(call_options{}, std::forward<A>(args)...);
+  }
+  template <auto M, class... A>
+  future<detail::result_of<M>> async(call_options opt, A&&... args) const {
+    static_assert(detail::check_call<S, M>());
+    using R = detail::result_of<M>;
+    check_bound<M>();
+    auto s = std::make_shared<detail::future_state<R>>();
+    rpc::start_call<M>(*rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...),
+                       detail::future_handler<R>{s});
+    return future<R>(std::move(s));
+  }
+
+  // Calls M from a plain thread and blocks for the result.
+  template <auto M, class... A>
+  detail::result_of<M> sync(A&&... args) const {
+    return sync<M>(call_options{}, std::forward<A>(args)...);
+  }
+  template <auto M, class... A>
+  detail::result_of<M> sync(call_options opt, A&&... args) const {
+    check_bound<M>();
+    if (rt_->on_io_thread())
+      throw std::logic_error(
+          "tlaunch::handle::sync called on an io thread (it would block the node); use "
+          "co_await handle.call<...>() in a coroutine instead");
+    return async<M>(opt, std::forward<A>(args)...).get();
+  }
+
+ private:
+  template <auto M, class... A>
+  static auto make_args(A&&... args) {
+    using traits = detail::method_traits<decltype(M)>;
+    static_assert(sizeof...(A) == traits::arity,
+                  "tlaunch: wrong number of arguments for this method");
+    return typename traits::args(std::forward<A>(args)...);
+  }
+  template <auto M>
+  void check_bound() const {
+    if (!rt_)
+      throw std::logic_error("tlaunch: call of " + std::string(detail::member_name<M>()) +
+                             " through an unbound handle");
+  }
+
+  detail::runtime* rt_ = nullptr;
+  std::uint32_t flat_ = 0;
+  rpc::instance* direct_ = nullptr;
+};
+
+// The handles of every replica of a node.
+template <class S>
+class handles {
+ public:
+  handles() = default;
+  explicit handles(std::vector<handle<S>> hs) : hs_(std::move(hs)) {}
+
+  std::size_t size() const noexcept { return hs_.size(); }
+  bool empty() const noexcept { return hs_.empty(); }
+  const handle<S>& operator[](std::size_t i) const { return hs_.at(i); }
+  auto begin() const { return hs_.begin(); }
+  auto end() const { return hs_.end(); }
+
+  // Calls M on every replica at once and awaits all replies; results in replica
+  // order. If any call fails, the first error (by replica) is rethrown after
+  // every call has finished.
+  template <auto M, class... A>
+  auto broadcast(const A&... args) const -> asio::awaitable<
+      std::conditional_t<std::is_void_v<detail::result_of<M>>, void,
+                         std::vector<detail::result_of<M>>>> {
+    using R = detail::result_of<M>;
+    std::vector<future<R>> fs;
+    fs.reserve(hs_.size());
+    for (const auto& h : hs_) fs.push_back(h.template async<M>(args...));
+    std::exception_ptr first;
+    if constexpr (std::is_void_v<R>) {
+      for (auto& f : fs) {
+        try {
+          co_await f.async_wait();
+        } catch (...) {
+          if (!first) first = std::current_exception();
+        }
+      }
+      if (first) std::rethrow_exception(first);
+    } else {
+      std::vector<R> out;
+      out.reserve(fs.size());
+      for (auto& f : fs) {
+        try {
+          out.push_back(co_await f.async_wait());
+        } catch (...) {
+          if (!first) first = std::current_exception();
+          out.emplace_back();
+        }
+      }
+      if (first) std::rethrow_exception(first);
+      co_return out;
+    }
+  }
+
+ private:
+  std::vector<handle<S>> hs_;
+};
+
+}  // namespace tlaunch

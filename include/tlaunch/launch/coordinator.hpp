@@ -1,0 +1,355 @@
+// The launcher side of a multi-process launch. It starts every node process
+// (through a spawn function: fork/exec locally, an SSH channel remotely), sends
+// each the launch secret on stdin, collects registrations, hands out the
+// directory once all are in, and then watches: a failed node, a stop request,
+// the end of every run() body, Ctrl-C or SIGTERM stop the whole program with a
+// grace period, after which what is left is killed.
+#pragma once
+
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../detail/runtime.hpp"
+#include "../detail/secret.hpp"
+#include "../wire/codec.hpp"
+#include "child.hpp"
+#include "flags.hpp"
+#include "output.hpp"
+
+namespace tlaunch::launch {
+
+// Where one node instance runs, and how to start it.
+struct placement {
+  std::uint32_t flat = 0;
+  std::string id;    // "worker/3"
+  std::string host;  // "" for this machine
+};
+
+// Starts the node process for `p` with the arguments `argv_tail` (the role and
+// the passthrough flags) plus --tlaunch-coordinator=<an address of this machine
+// that p.host reaches>:coordinator_port. Called on the coordinator's thread.
+using spawn_fn = std::function<child_ptr(const placement& p, std::uint16_t coordinator_port,
+                                         const std::vector<std::string>& argv_tail,
+                                         child_callbacks cb)>;
+
+class coordinator final : public rpc::connection_sink {
+ public:
+  coordinator(std::vector<tlaunch::detail::node_info> nodes, const options& o,
+              output_printer& out)
+      : nodes_(std::move(nodes)), opt_(o), out_(out), acceptor_(io_), grace_timer_(io_),
+        start_timer_(io_), signals_(io_, SIGINT, SIGTERM) {
+    auto s = tlaunch::detail::random_secret();
+    secret_.assign(s.begin(), s.end());
+    auto cfg = std::make_shared<rpc::connection_config>();
+    cfg->secret = secret_;
+    cfg->build_id = tlaunch::detail::self_build_id();
+    cfg->name = "launcher";
+    cfg->max_frame = o.max_frame;
+    cfg_ = cfg;
+    for (auto& n : nodes_)
+      for (std::uint32_t r = 0; r < n.replicas; ++r) {
+        slots_.push_back({});
+        slots_.back().id = std::string(n.name) + "/" + std::to_string(r);
+        slots_.back().has_run = n.has_run;
+        if (n.has_run) ++runs_left_;
+      }
+  }
+
+  // Listens on bind_ip:0; returns the port.
+  std::uint16_t listen(const std::string& bind_ip) {
+    asio::ip::tcp::endpoint ep(asio::ip::make_address(bind_ip), 0);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
+    acceptor_.bind(ep);
+    acceptor_.listen();
+    accept_next();
+    return acceptor_.local_endpoint().port();
+  }
+
+  // Runs the program to its end; returns the launcher's exit code.
+  int run(const std::vector<placement>& places, const spawn_fn& spawn) {
+    std::uint16_t port = acceptor_.local_endpoint().port();
+    started_at_ = std::chrono::steady_clock::now();
+    signals_.async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
+    std::string secret_line = tlaunch::detail::to_hex(secret_) + "\n";
+    for (const auto& p : places) {
+      auto& s = slots_[p.flat];
+      s.where = p.host.empty() ? s.id : s.id + "@" + p.host;
+      std::vector<std::string> tail = {"--tlaunch-role=" + s.id};
+      tail.insert(tail.end(), opt_.passthrough.begin(), opt_.passthrough.end());
+      child_callbacks cb;
+      std::uint32_t flat = p.flat;
+      cb.on_line = [this, flat](stream st, std::string_view line) {
+        out_.print(slots_[flat].where, st, line);
+      };
+      cb.on_exit = [this, flat](const exit_status& st) {
+        asio::post(io_, [this, flat, st] { on_exit(flat, st); });
+      };
+      try {
+        s.proc = spawn(p, port, tail, std::move(cb));
+        s.proc->write_stdin(secret_line);
+        ++alive_;
+      } catch (const std::exception& e) {
+        s.exited = true;
+        fail(s.where, std::string("cannot start: ") + e.what());
+        break;
+      }
+    }
+    start_timer_.expires_after(opt_.start_timeout);
+    start_timer_.async_wait([this](std::error_code ec) {
+      if (ec || directory_sent_ || stopping_) return;
+      std::string missing;
+      for (auto& s : slots_)
+        if (s.address.empty()) missing += (missing.empty() ? "" : ", ") + s.where;
+      fail("launcher", "these nodes did not register within " +
+                           std::to_string(opt_.start_timeout.count() / 1000.0) + " s: " + missing);
+    });
+    if (alive_ == 0) finish_if_done();
+    io_.run();  // one thread: every state change below happens here
+    for (auto& s : slots_) s.proc.reset();
+    report();
+    return exit_code_;
+  }
+
+  std::chrono::milliseconds time_to_registered() const { return registered_after_; }
+
+  // connection_sink: the node processes' connections.
+  void on_call(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
+               std::span<const char>) override {
+    rpc::reply_error(*c, h.call_id, wire::error_code::no_such_node,
+                     "the launcher hosts no nodes");
+  }
+  void on_control(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
+                  std::span<const char> payload) override {
+    // Runs on the io threads; state changes go through one post each.
+    std::string text;
+    std::uint32_t flat = 0;
+    std::string address;
+    std::int64_t pid = 0;
+    try {
+      if (h.type == wire::kind::reg) wire::deserialize_from(payload, flat, address, pid);
+      if (h.type == wire::kind::node_failed) wire::deserialize_from(payload, text);
+    } catch (const std::exception& e) {
+      c->close(std::string("malformed control frame: ") + e.what());
+      return;
+    }
+    asio::post(io_, [this, c, type = h.type, flat, address, text] {
+      on_control_frame(c, type, flat, address, text);
+    });
+  }
+  void on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) override {
+    asio::post(io_, [this, c, reason] {
+      for (auto& s : slots_)
+        if (s.conn == c) {
+          s.conn.reset();
+          if (!stopping_ && !s.exited) fail(s.where, "lost its connection: " + reason);
+        }
+    });
+  }
+  void log(const std::string& m) override { out_.print("launcher", stream::err, m); }
+
+  int exit_code() const { return exit_code_; }
+
+ private:
+  struct slot {
+    std::string id, where;
+    bool has_run = false;
+    child_ptr proc;
+    std::shared_ptr<rpc::connection> conn;
+    std::string address;
+    bool done = false, exited = false;
+  };
+
+  void accept_next() {
+    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
+      if (ec) return;
+      auto c = rpc::connection::accept(std::move(s), cfg_, this);
+      accept_next();
+      (void)c;  // kept alive by its own read; owned by a slot once registered
+    });
+  }
+
+  void on_control_frame(const std::shared_ptr<rpc::connection>& c, wire::kind type,
+                        std::uint32_t flat, const std::string& address, const std::string& text) {
+    slot* s = nullptr;
+    for (auto& x : slots_)
+      if (x.conn == c) s = &x;
+    if (type == wire::kind::reg) {
+      if (flat >= slots_.size() || !slots_[flat].address.empty()) {
+        c->close("bad registration for instance #" + std::to_string(flat));
+        return;
+      }
+      slots_[flat].conn = c;
+      slots_[flat].address = address;
+      if (stopping_) return send_stop(slots_[flat]);
+      if (++registered_ == slots_.size()) send_directory();
+      return;
+    }
+    if (!s) return;
+    switch (type) {
+      case wire::kind::node_done:
+        if (s->has_run && !s->done) {
+          s->done = true;
+          if (--runs_left_ == 0) begin_stop("every run() body finished");
+        }
+        break;
+      case wire::kind::node_failed:
+        fail(s->where, text);
+        break;
+      case wire::kind::stop_request:
+        begin_stop("stop_program() called by " + s->where);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void send_directory() {
+    directory_sent_ = true;
+    start_timer_.cancel();
+    registered_after_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started_at_);
+    std::vector<std::string> addrs;
+    for (auto& s : slots_) addrs.push_back(s.address);
+    for (auto& s : slots_) {
+      wire::frame_buffer f;
+      wire::serialize_into(f, addrs);
+      f.seal({.type = wire::kind::directory});
+      if (s.conn) s.conn->send(std::move(f));
+    }
+    if (runs_left_ == 0 && std::none_of(slots_.begin(), slots_.end(),
+                                        [](const slot& s) { return s.has_run; })) {
+      // Only services: the program runs until stopped.
+    }
+  }
+
+  void fail(const std::string& where, const std::string& why) {
+    if (!failure_.empty() || stopping_) {
+      if (!stopping_) begin_stop("failure");
+      return;
+    }
+    failure_where_ = where;
+    failure_ = why;
+    exit_code_ = 1;
+    begin_stop("node " + where + " failed");
+  }
+
+  void send_stop(slot& s) {
+    if (s.conn) {
+      wire::frame_buffer f;
+      f.seal({.type = wire::kind::stop});
+      s.conn->send(std::move(f));
+    }
+  }
+
+  void begin_stop(const std::string& /*why*/) {
+    if (stopping_) return;
+    stopping_ = true;
+    stop_began_ = std::chrono::steady_clock::now();
+    start_timer_.cancel();
+    for (auto& s : slots_) {
+      send_stop(s);
+      if (s.proc && !s.exited) s.proc->close_stdin();
+    }
+    grace_timer_.expires_after(opt_.grace + std::chrono::milliseconds(500));
+    grace_timer_.async_wait([this](std::error_code ec) {
+      if (ec) return;
+      for (auto& s : slots_)
+        if (s.proc && !s.exited) {
+          out_.print(s.where, stream::err,
+                     "did not stop within the grace period; killing it");
+          s.proc->kill();
+        }
+    });
+    finish_if_done();
+  }
+
+  void on_exit(std::uint32_t flat, const exit_status& st) {
+    auto& s = slots_[flat];
+    if (s.exited) return;
+    s.exited = true;
+    --alive_;
+    if (!stopping_) {
+      fail(s.where, st.ok() ? std::string("exited before the program stopped")
+                            : st.describe());
+    } else if (!st.ok() && failure_.empty() && st.code != 0 && !killed_by_us(st)) {
+      // A node that fails while stopping is still a failure worth reporting.
+      failure_where_ = s.where;
+      failure_ = st.describe() + " while stopping";
+      exit_code_ = 1;
+    }
+    finish_if_done();
+  }
+
+  static bool killed_by_us(const exit_status& st) { return st.signal != 0 || !st.signal_name.empty(); }
+
+  void finish_if_done() {
+    if (!stopping_ || alive_ > 0) return;
+    stopped_after_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - stop_began_);
+    grace_timer_.cancel();
+    start_timer_.cancel();
+    std::error_code ec;
+    signals_.cancel(ec);
+    acceptor_.close(ec);
+    for (auto& s : slots_)
+      if (s.conn) s.conn->close("program stopped");
+    io_.stop();
+  }
+
+  void on_signal(std::error_code ec, int sig) {
+    if (ec) return;
+    if (stopping_) {
+      out_.print("launcher", stream::err, "second signal: killing every node now");
+      for (auto& s : slots_)
+        if (s.proc && !s.exited) s.proc->kill();
+    } else {
+      out_.print("launcher", stream::err,
+                 sig == SIGINT ? "interrupted: stopping every node" : "terminated: stopping every node");
+      if (exit_code_ == 0) exit_code_ = 128 + sig;
+      begin_stop("signal");
+    }
+    signals_.async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
+  }
+
+  void report() {
+    if (failure_.empty()) return;
+    out_.print("launcher", stream::err, "node " + failure_where_ + " failed: " + failure_);
+    auto lines = out_.last_lines(failure_where_);
+    if (!lines.empty()) {
+      out_.print("launcher", stream::err, "last output of " + failure_where_ + ":");
+      for (auto& l : lines) out_.print("launcher", stream::err, "  " + l);
+    }
+  }
+
+  std::vector<tlaunch::detail::node_info> nodes_;
+  const options& opt_;
+  output_printer& out_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer grace_timer_, start_timer_;
+  asio::signal_set signals_;
+  std::vector<std::uint8_t> secret_;
+  std::shared_ptr<const rpc::connection_config> cfg_;
+  std::vector<slot> slots_;
+  std::size_t registered_ = 0, alive_ = 0, runs_left_ = 0;
+  bool directory_sent_ = false, stopping_ = false;
+  std::string failure_, failure_where_;
+  int exit_code_ = 0;
+  std::chrono::steady_clock::time_point started_at_, stop_began_;
+  std::chrono::milliseconds registered_after_{0}, stopped_after_{0};
+
+ public:
+  std::chrono::milliseconds time_to_stop() const { return stopped_after_; }
+};
+
+}  // namespace tlaunch::launch

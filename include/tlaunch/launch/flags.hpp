@@ -1,0 +1,229 @@
+// The launcher's command line. Every flag takes `--flag=value` or `--flag value`;
+// the program's own arguments follow `--`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tlaunch::launch {
+
+// A bad command line; what() says which flag and why.
+class usage_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct options {
+  std::string launch = "local_mt";
+  std::map<std::string, std::uint32_t> replicas;
+  std::chrono::milliseconds grace{5000};
+  std::chrono::milliseconds start_timeout{60000};
+  std::string log_dir;
+  std::string color = "auto";
+  unsigned threads = 2;
+  bool force_wire = false;
+  std::uint32_t max_frame = 256u << 20;
+  // ssh
+  std::vector<std::string> hosts;
+  std::string hostfile;
+  std::map<std::string, std::vector<std::string>> place;
+  std::string ssh_identity;
+  bool ssh_accept_new = false;
+  std::string known_hosts;
+  std::string coordinator_host;  // address remote nodes dial back
+  unsigned ssh_parallel = 8;
+  // node process (set by the launcher, never by hand)
+  std::string role;
+  std::string coordinator;
+  std::vector<std::string> user_args;
+  bool help = false;
+  // Flags a node process must see to build the same program.
+  std::vector<std::string> passthrough;
+};
+
+inline std::string usage(std::string_view prog) {
+  std::string u = "usage: " + std::string(prog) + R"( [flags] [-- program arguments]
+
+Launch:
+  --launch=TYPE            local_mt (default: every node in this process),
+                           local_mp (one process per node), ssh (nodes on --hosts)
+  --replicas NAME=N[,...]  override a node's replica count (repeatable)
+  --threads=N              io threads per process (default 2)
+  --grace=SECONDS          time nodes get to stop before they are killed (default 5)
+  --start-timeout=SECONDS  time for every node to register (default 60)
+  --log-dir=DIR            also write each node's output to DIR/<node>.<i>.log
+  --color=auto|always|never  color the [node/i] prefixes (default auto)
+  --force-wire             local_mt: calls between nodes go over TCP (for tests)
+  --max-frame=BYTES        largest frame accepted on a connection (default 268435456)
+SSH (--launch=ssh):
+  --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
+  --hostfile=FILE          one host per line, optional "slots=N"
+  --place NAME=H1,H2       put node NAME's replicas on these hosts (repeatable)
+  --ssh-identity=FILE      private key (default: ssh-agent, then ~/.ssh/id_*)
+  --ssh-accept-new         accept and record unknown host keys
+  --known-hosts=FILE       known_hosts file (default ~/.ssh/known_hosts)
+  --coordinator-host=ADDR  address the hosts reach this machine at
+                           (default: the local address of each SSH connection)
+  --ssh-parallel=N         SSH handshakes at once per host (default 8)
+  --help                   this text
+)";
+  return u;
+}
+
+namespace detail {
+
+inline std::uint64_t parse_uint(std::string_view flag, const std::string& v, std::uint64_t max) {
+  std::size_t pos = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(v, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (v.empty() || pos != v.size() || v[0] == '-' || n > max)
+    throw usage_error(std::string(flag) + ": '" + v + "' is not a number from 0 to " +
+                      std::to_string(max));
+  return n;
+}
+
+inline std::chrono::milliseconds parse_seconds(std::string_view flag, const std::string& v) {
+  std::size_t pos = 0;
+  double s = -1;
+  try {
+    s = std::stod(v, &pos);
+  } catch (...) {
+  }
+  if (pos != v.size() || !(s >= 0) || s > 1e6)
+    throw usage_error(std::string(flag) + ": '" + v + "' is not a number of seconds");
+  return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+}
+
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace detail
+
+inline options parse(int argc, const char* const* argv) {
+  options o;
+  std::vector<std::string> a(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::string arg = a[i];
+    if (arg == "--") {
+      o.user_args.assign(a.begin() + static_cast<long>(i) + 1, a.end());
+      o.passthrough.push_back("--");
+      o.passthrough.insert(o.passthrough.end(), o.user_args.begin(), o.user_args.end());
+      break;
+    }
+    if (arg.rfind("--", 0) != 0)
+      throw usage_error("unexpected argument '" + arg +
+                        "' (program arguments go after `--`)");
+    std::string name = arg, value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    auto need = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= a.size() || a[i + 1].rfind("--", 0) == 0)
+        throw usage_error(name + " needs a value");
+      return a[++i];
+    };
+    auto flag_only = [&] {
+      if (has_value) throw usage_error(name + " takes no value");
+    };
+    if (name == "--help" || name == "-h") {
+      o.help = true;
+    } else if (name == "--launch") {
+      o.launch = need();
+      if (o.launch != "local_mt" && o.launch != "local_mp" && o.launch != "ssh")
+        throw usage_error("--launch: '" + o.launch + "' is not one of local_mt, local_mp, ssh");
+    } else if (name == "--replicas") {
+      std::string v = need();
+      for (const auto& item : detail::split(v, ',')) {
+        auto eq = item.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw usage_error("--replicas: '" + item + "' is not NAME=N");
+        o.replicas[item.substr(0, eq)] = static_cast<std::uint32_t>(
+            detail::parse_uint("--replicas", item.substr(eq + 1), 100000));
+      }
+      o.passthrough.push_back("--replicas=" + v);
+    } else if (name == "--threads") {
+      std::string v = need();
+      o.threads = static_cast<unsigned>(detail::parse_uint(name, v, 256));
+      if (o.threads == 0) throw usage_error("--threads: must be at least 1");
+      o.passthrough.push_back("--threads=" + v);
+    } else if (name == "--grace") {
+      std::string v = need();
+      o.grace = detail::parse_seconds(name, v);
+      o.passthrough.push_back("--grace=" + v);
+    } else if (name == "--start-timeout") {
+      o.start_timeout = detail::parse_seconds(name, need());
+    } else if (name == "--log-dir") {
+      o.log_dir = need();
+    } else if (name == "--color") {
+      o.color = need();
+      if (o.color != "auto" && o.color != "always" && o.color != "never")
+        throw usage_error("--color: '" + o.color + "' is not one of auto, always, never");
+    } else if (name == "--force-wire") {
+      flag_only();
+      o.force_wire = true;
+    } else if (name == "--max-frame") {
+      std::string v = need();
+      o.max_frame = static_cast<std::uint32_t>(detail::parse_uint(name, v, 0xffffffffu));
+      if (o.max_frame < 1024) throw usage_error("--max-frame: must be at least 1024");
+      o.passthrough.push_back("--max-frame=" + v);
+    } else if (name == "--hosts") {
+      for (auto& h : detail::split(need(), ',')) o.hosts.push_back(h);
+    } else if (name == "--hostfile") {
+      o.hostfile = need();
+    } else if (name == "--place") {
+      std::string v = need();
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        throw usage_error("--place: '" + v + "' is not NAME=HOST[,HOST...]");
+      o.place[v.substr(0, eq)] = detail::split(v.substr(eq + 1), ',');
+    } else if (name == "--ssh-identity") {
+      o.ssh_identity = need();
+    } else if (name == "--ssh-accept-new") {
+      flag_only();
+      o.ssh_accept_new = true;
+    } else if (name == "--known-hosts") {
+      o.known_hosts = need();
+    } else if (name == "--coordinator-host") {
+      o.coordinator_host = need();
+    } else if (name == "--ssh-parallel") {
+      o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, need(), 64));
+      if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");
+    } else if (name == "--tlaunch-role") {
+      o.role = need();
+    } else if (name == "--tlaunch-coordinator") {
+      o.coordinator = need();
+    } else {
+      throw usage_error("unknown flag '" + name + "'");
+    }
+  }
+  if (!o.role.empty() && o.coordinator.empty())
+    throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
+  return o;
+}
+
+}  // namespace tlaunch::launch

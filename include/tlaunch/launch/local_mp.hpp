@@ -1,0 +1,47 @@
+// local_mp: one process per node instance on this machine, each this same
+// binary started again with its role.
+#pragma once
+
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "../program.hpp"
+#include "coordinator.hpp"
+#include "flags.hpp"
+#include "local_child.hpp"
+#include "output.hpp"
+
+namespace tlaunch::launch {
+
+// The path of the running binary.
+inline std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw launch_error("cannot find this binary's path (/proc/self/exe)");
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+template <class... Nodes>
+int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  auto nodes = tlaunch::detail::describe(p, o.replicas);
+  coordinator coord(nodes, o, out);
+  coord.listen("127.0.0.1");
+  std::vector<placement> places;
+  std::uint32_t flat = 0;
+  for (auto& n : nodes)
+    for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat)
+      places.push_back({flat, std::string(n.name) + "/" + std::to_string(r), ""});
+  std::string exe = self_exe();
+  return coord.run(places, [&](const placement&, std::uint16_t port,
+                               const std::vector<std::string>& tail, child_callbacks cb) {
+    std::vector<std::string> argv{exe};
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    argv.push_back("--tlaunch-coordinator=127.0.0.1:" + std::to_string(port));
+    return start_local_child(argv, std::move(cb));
+  });
+}
+
+}  // namespace tlaunch::launch

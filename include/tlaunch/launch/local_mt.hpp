@@ -1,0 +1,119 @@
+// local_mt: every node in this process. Calls go straight to the target's
+// strand (or over loopback TCP with --force-wire).
+#pragma once
+
+#include <asio/signal_set.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "../detail/runtime.hpp"
+#include "../detail/secret.hpp"
+#include "../program.hpp"
+#include "flags.hpp"
+#include "output.hpp"
+
+namespace tlaunch::launch {
+
+// Runs the program in this process until it stops; returns the exit code.
+// `started` (if set) is called once every node is constructed and running,
+// before waiting; it receives the runtime (used by the test launch).
+template <class... Nodes>
+int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer& out,
+                 const std::function<void(tlaunch::detail::runtime&)>& started = {},
+                 std::function<void()>* stop_hook = nullptr) {
+  tlaunch::detail::runtime_options ro;
+  ro.threads = o.threads;
+  ro.force_wire = o.force_wire;
+  ro.max_frame = o.max_frame;
+  ro.grace = o.grace;
+  ro.user_args = o.user_args;
+  auto secret = tlaunch::detail::random_secret();
+  tlaunch::detail::runtime rt(tlaunch::detail::describe(p, o.replicas), ro,
+                              std::vector<std::uint8_t>(secret.begin(), secret.end()), "local");
+  rt.log_line = [&out](const rpc::instance& i, std::string_view line) {
+    out.print(i.id(), stream::out, line);
+  };
+  if (o.force_wire) {
+    auto addr = rt.listen("127.0.0.1");
+    rt.set_directory(std::vector<std::string>(rt.total_instances(), addr));
+  }
+  tlaunch::detail::host_program(rt, p, [](std::uint32_t) { return true; });
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::size_t runs_left = 0;
+  std::string failed_node, failure;
+  int exit_code = 0;
+  rt.for_each_hosted([&](rpc::instance& i) { runs_left += i.start_run ? 1 : 0; });
+  bool any_run = runs_left > 0;
+
+  auto begin_stop = [&] {
+    {
+      std::lock_guard lk(mu);
+      if (stop) return;
+      stop = true;
+    }
+    rt.stop_instances();
+    cv.notify_all();
+  };
+  rt.stop_program = begin_stop;
+  rt.run_finished = [&](rpc::instance& i, std::exception_ptr e) {
+    bool all_done;
+    {
+      std::lock_guard lk(mu);
+      if (e && !stop && failure.empty()) {
+        failed_node = i.id();
+        failure = rpc::detail::exception_message(e);
+        exit_code = 1;
+      }
+      all_done = --runs_left == 0;
+    }
+    cv.notify_all();
+    if (e || all_done) begin_stop();
+  };
+  if (stop_hook) *stop_hook = begin_stop;
+
+  asio::signal_set signals(rt.io, SIGINT, SIGTERM);
+  std::function<void(std::error_code, int)> on_signal = [&](std::error_code ec, int sig) {
+    if (ec) return;
+    {
+      std::lock_guard lk(mu);
+      if (stop) {
+        std::fprintf(stderr, "tlaunch: second signal: exiting now\n");
+        std::_Exit(128 + sig);
+      }
+      exit_code = 128 + sig;
+    }
+    out.print("launcher", stream::err, "interrupted: stopping every node");
+    begin_stop();
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
+
+  rt.start_threads();
+  rt.start_runs();
+  if (started) started(rt);
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return stop; });
+    if (!cv.wait_for(lk, o.grace, [&] { return runs_left == 0; })) {
+      out.print("launcher", stream::err,
+                std::to_string(runs_left) + " run() bodies did not stop within the grace period");
+      if (exit_code == 0) exit_code = 1;
+      std::fflush(stdout);
+      std::_Exit(exit_code);
+    }
+  }
+  {
+    std::error_code ec;
+    signals.cancel(ec);
+  }
+  rt.shutdown();
+  if (!failure.empty()) out.print("launcher", stream::err, "node " + failed_node + " failed: " + failure);
+  (void)any_run;
+  return exit_code;
+}
+
+}  // namespace tlaunch::launch

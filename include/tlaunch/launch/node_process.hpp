@@ -1,0 +1,271 @@
+// The node side of a multi-process launch: this binary started with
+// --tlaunch-role=name/i. It reads the launch secret from stdin, serves on port 0
+// of the address it reaches the coordinator from, registers, waits for the
+// directory, runs, and stops when told, when stdin closes, or when the
+// coordinator connection drops.
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <asio/ip/udp.hpp>
+#include <asio/signal_set.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "../detail/runtime.hpp"
+#include "../detail/secret.hpp"
+#include "../program.hpp"
+#include "../wire/codec.hpp"
+#include "flags.hpp"
+
+namespace tlaunch::launch {
+
+namespace detail {
+
+// Reads one line from fd 0 without reading past it.
+inline std::string read_stdin_line() {
+  std::string line;
+  char c;
+  while (true) {
+    ssize_t n = ::read(0, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    line += c;
+    if (line.size() > 4096) break;
+  }
+  return line;
+}
+
+// The local IP this host uses to reach `address` ("host:port"): a UDP socket
+// connected there, no packet sent.
+inline std::string local_ip_towards(const std::string& address) {
+  auto colon = address.rfind(':');
+  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  asio::io_context io;
+  asio::ip::udp::resolver r(io);
+  auto results = r.resolve(host, port);
+  asio::ip::udp::socket s(io);
+  s.connect(*results.begin());
+  return s.local_endpoint().address().to_string();
+}
+
+inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields) {
+  wire::frame_buffer f;
+  wire::serialize_into(f, fields...);
+  f.seal({.type = k});
+  c.send(std::move(f));
+}
+
+}  // namespace detail
+
+template <class... Nodes>
+int run_node_process(const program_t<Nodes...>& p, const options& o) {
+  auto slash = o.role.rfind('/');
+  std::string name = o.role.substr(0, slash);
+  std::uint32_t index = 0;
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no /");
+    index = static_cast<std::uint32_t>(std::stoul(o.role.substr(slash + 1)));
+  } catch (...) {
+    std::fprintf(stderr, "tlaunch: --tlaunch-role=%s is not NAME/INDEX\n", o.role.c_str());
+    return 2;
+  }
+  auto secret = tlaunch::detail::from_hex(detail::read_stdin_line());
+  if (!secret || secret->empty()) {
+    std::fprintf(stderr,
+                 "tlaunch: node %s expects the launch secret on stdin; node processes are "
+                 "started by the launcher, not by hand\n",
+                 o.role.c_str());
+    return 2;
+  }
+
+  std::vector<tlaunch::detail::node_info> nodes;
+  try {
+    nodes = tlaunch::detail::describe(p, o.replicas);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tlaunch: %s\n", e.what());
+    return 2;
+  }
+  std::uint32_t flat = 0;
+  bool found = false;
+  {
+    std::uint32_t at = 0;
+    for (auto& n : nodes) {
+      if (n.name == name && index < n.replicas) {
+        flat = at + index;
+        found = true;
+      }
+      at += n.replicas;
+    }
+  }
+  if (!found) {
+    std::fprintf(stderr, "tlaunch: role %s is not a node instance of this program\n",
+                 o.role.c_str());
+    return 2;
+  }
+
+  tlaunch::detail::runtime_options ro;
+  ro.threads = o.threads;
+  ro.max_frame = o.max_frame;
+  ro.grace = o.grace;
+  ro.user_args = o.user_args;
+  tlaunch::detail::runtime rt(nodes, ro, *secret, o.role);
+
+  std::mutex out_mu;
+  rt.log_line = [&](const rpc::instance&, std::string_view line) {
+    std::lock_guard lk(out_mu);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  };
+
+  try {
+    rt.listen(detail::local_ip_towards(o.coordinator));
+    tlaunch::detail::host_program(rt, p, [&](std::uint32_t f) { return f == flat; });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tlaunch: node %s cannot start: %s\n", o.role.c_str(), e.what());
+    return 2;
+  }
+  rpc::instance& self = *rt.hosted(flat);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false, run_over = !self.start_run;
+  int exit_code = 0;
+  std::string stop_reason;
+
+  auto begin_stop = [&](const std::string& why) {
+    {
+      std::lock_guard lk(mu);
+      if (stop) return;
+      stop = true;
+      stop_reason = why;
+    }
+    rt.stop_instances();
+    cv.notify_all();
+    // A body that ignores cancellation does not keep the process alive.
+    std::thread([g = o.grace] {
+      std::this_thread::sleep_for(g + std::chrono::seconds(2));
+      std::fflush(stdout);
+      ::_exit(4);
+    }).detach();
+  };
+
+  auto coord = rt.connect(o.coordinator);
+  rt.control = [&](const std::shared_ptr<rpc::connection>&, const wire::frame_header& h,
+                   std::span<const char> payload) {
+    if (h.type == wire::kind::directory) {
+      std::vector<std::string> addrs;
+      try {
+        wire::deserialize_from(payload, addrs);
+      } catch (const std::exception& e) {
+        rt.log(std::string("bad directory from the coordinator: ") + e.what());
+        return begin_stop("bad directory");
+      }
+      rt.set_directory(std::move(addrs));
+      rt.start_runs();
+    } else if (h.type == wire::kind::stop) {
+      begin_stop("stopped by the coordinator");
+    }
+  };
+  rt.closed = [&, coord_ptr = coord.get()](const std::shared_ptr<rpc::connection>& c,
+                                           const std::string& reason) {
+    if (c.get() != coord_ptr) return;
+    bool was_stopping;
+    {
+      std::lock_guard lk(mu);
+      was_stopping = stop;
+    }
+    if (!was_stopping) {
+      std::fprintf(stderr, "tlaunch: node %s lost its coordinator (%s); stopping\n",
+                   o.role.c_str(), reason.c_str());
+      {
+        std::lock_guard lk(mu);
+        exit_code = 3;
+      }
+      begin_stop("coordinator lost");
+    }
+  };
+  rt.stop_program = [&] { detail::send_control(*coord, wire::kind::stop_request); };
+  rt.run_finished = [&](rpc::instance& i, std::exception_ptr e) {
+    if (e && !rt.stop_requested()) {
+      std::string msg = rpc::detail::exception_message(e);
+      detail::send_control(*coord, wire::kind::node_failed, msg);
+      std::fprintf(stderr, "tlaunch: node %s failed: %s\n", i.id().c_str(), msg.c_str());
+      std::lock_guard lk(mu);
+      exit_code = 1;
+    } else if (!e) {
+      detail::send_control(*coord, wire::kind::node_done);
+    }
+    {
+      std::lock_guard lk(mu);
+      run_over = true;
+    }
+    cv.notify_all();
+  };
+  detail::send_control(*coord, wire::kind::reg, flat, rt.listen_address(),
+                       static_cast<std::int64_t>(::getpid()));
+
+  // EOF on stdin: the launcher is gone or wants us gone. The reader thread
+  // outlives this function, so it reaches begin_stop through a relay we clear.
+  struct relay {
+    std::mutex mu;
+    std::function<void(const std::string&)> f;
+  };
+  auto stdin_relay = std::make_shared<relay>();
+  stdin_relay->f = begin_stop;
+  std::thread([stdin_relay] {
+    char buf[256];
+    while (true) {
+      ssize_t n = ::read(0, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+    }
+    std::lock_guard lk(stdin_relay->mu);
+    if (stdin_relay->f) stdin_relay->f("stdin closed");
+  }).detach();
+
+  asio::signal_set signals(rt.io, SIGINT, SIGTERM);
+  signals.async_wait([&](std::error_code ec, int) {
+    if (!ec) begin_stop("signal");
+  });
+
+  rt.start_threads();
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return stop; });
+    cv.wait_for(lk, o.grace, [&] { return run_over; });
+    if (!run_over) {
+      std::fprintf(stderr, "tlaunch: node %s did not stop within the grace period\n",
+                   o.role.c_str());
+      exit_code = exit_code ? exit_code : 4;
+    }
+  }
+  {
+    std::error_code ec;
+    asio::post(rt.io, [&] { signals.cancel(ec); });
+  }
+  std::fflush(stdout);
+  int code;
+  {
+    std::lock_guard lk(mu);
+    code = exit_code;
+  }
+  if (!run_over) ::_exit(code);
+  {
+    std::lock_guard lk(stdin_relay->mu);
+    stdin_relay->f = nullptr;
+  }
+  rt.shutdown();
+  return code;
+}
+
+}  // namespace tlaunch::launch

@@ -1,0 +1,105 @@
+// The launcher's terminal: every node's lines with a colored [node/i] prefix,
+// whole lines only, optionally copied to per-node files, and the last lines of
+// each node kept for the failure report.
+#pragma once
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "child.hpp"
+
+namespace tlaunch::launch {
+
+enum class color_mode { auto_, always, never };
+
+inline color_mode parse_color_mode(std::string_view s) {
+  if (s == "always") return color_mode::always;
+  if (s == "never") return color_mode::never;
+  return color_mode::auto_;
+}
+
+class output_printer {
+ public:
+  explicit output_printer(color_mode c = color_mode::auto_, std::string log_dir = {},
+                          std::FILE* out = stdout, std::FILE* err = stderr,
+                          std::size_t keep_lines = 20)
+      : out_(out), err_(err), log_dir_(std::move(log_dir)), keep_(keep_lines) {
+    color_out_ = c == color_mode::always || (c == color_mode::auto_ && ::isatty(::fileno(out)));
+    color_err_ = c == color_mode::always || (c == color_mode::auto_ && ::isatty(::fileno(err)));
+  }
+
+  // Prints "[who] line" to stdout or stderr; who is "worker/3" or "worker/3@host".
+  void print(std::string_view who, stream s, std::string_view line) {
+    std::lock_guard lk(mu_);
+    std::FILE* f = s == stream::out ? out_ : err_;
+    bool color = s == stream::out ? color_out_ : color_err_;
+    std::string text;
+    if (color)
+      text = fmt::format("{} {}\n", fmt::styled(fmt::format("[{}]", who), fmt::fg(color_of(who))),
+                         line);
+    else
+      text = fmt::format("[{}] {}\n", who, line);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fflush(f);
+    auto& kept = last_[std::string(who)];
+    kept.emplace_back(line);
+    if (kept.size() > keep_) kept.pop_front();
+    if (!log_dir_.empty()) log_to_file(who, line);
+  }
+
+  std::vector<std::string> last_lines(std::string_view who) const {
+    std::lock_guard lk(mu_);
+    auto it = last_.find(std::string(who));
+    if (it == last_.end()) return {};
+    return {it->second.begin(), it->second.end()};
+  }
+
+ private:
+  static fmt::color color_of(std::string_view who) {
+    static constexpr fmt::color palette[] = {
+        fmt::color::cyan,        fmt::color::gold,       fmt::color::lime_green,
+        fmt::color::orchid,      fmt::color::orange,     fmt::color::deep_sky_blue,
+        fmt::color::light_coral, fmt::color::spring_green};
+    auto name = who.substr(0, who.find('/'));
+    std::size_t h = std::hash<std::string_view>{}(name);
+    return palette[h % std::size(palette)];
+  }
+
+  void log_to_file(std::string_view who, std::string_view line) {
+    std::string name(who.substr(0, who.find('@')));
+    for (auto& c : name)
+      if (c == '/') c = '.';
+    auto& f = files_[name];
+    if (!f) {
+      std::error_code ec;
+      std::filesystem::create_directories(log_dir_, ec);
+      f = std::make_unique<std::ofstream>(log_dir_ + "/" + name + ".log", std::ios::app);
+    }
+    *f << line << '\n';
+    f->flush();
+  }
+
+  mutable std::mutex mu_;
+  std::FILE* out_;
+  std::FILE* err_;
+  bool color_out_ = false, color_err_ = false;
+  std::string log_dir_;
+  std::size_t keep_;
+  std::map<std::string, std::deque<std::string>> last_;
+  std::map<std::string, std::unique_ptr<std::ofstream>> files_;
+};
+
+}  // namespace tlaunch::launch

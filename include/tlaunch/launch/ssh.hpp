@@ -1,0 +1,178 @@
+// ssh: node processes on other hosts. The launcher opens SSH sessions to every
+// host (in parallel), copies this binary by SFTP into a cache keyed by its build
+// id, and starts each node there with its role; the nodes dial back to the
+// coordinator on an address of this machine that the host reaches.
+#pragma once
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../detail/build_id.hpp"
+#include "../program.hpp"
+#include "coordinator.hpp"
+#include "flags.hpp"
+#include "local_mp.hpp"
+#include "output.hpp"
+#include "ssh_session.hpp"
+
+namespace tlaunch::launch {
+
+namespace detail {
+
+// Hosts from --hosts and --hostfile; a host with slots=N appears N times in the
+// round-robin order.
+inline std::vector<std::string> ssh_hosts(const options& o) {
+  std::vector<std::string> hosts = o.hosts;
+  if (!o.hostfile.empty()) {
+    std::ifstream in(o.hostfile);
+    if (!in) throw launch_error("--hostfile: cannot read " + o.hostfile);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      std::istringstream words(line);
+      std::string host, word;
+      if (!(words >> host)) continue;
+      unsigned slots = 1;
+      while (words >> word) {
+        if (word.rfind("slots=", 0) == 0) {
+          try {
+            slots = static_cast<unsigned>(std::stoul(word.substr(6)));
+          } catch (...) {
+            slots = 0;
+          }
+          if (slots == 0 || slots > 4096)
+            throw launch_error(o.hostfile + ":" + std::to_string(lineno) + ": bad '" + word + "'");
+        } else {
+          throw launch_error(o.hostfile + ":" + std::to_string(lineno) + ": unknown word '" +
+                             word + "' (expected slots=N)");
+        }
+      }
+      for (unsigned i = 0; i < slots; ++i) hosts.push_back(host);
+    }
+  }
+  if (hosts.empty()) throw launch_error("--launch=ssh needs --hosts or --hostfile");
+  return hosts;
+}
+
+// Which host each instance runs on: --place for a node, else round-robin.
+inline std::vector<placement> place_instances(const std::vector<tlaunch::detail::node_info>& nodes,
+                                              const options& o,
+                                              const std::vector<std::string>& hosts) {
+  for (const auto& [name, hs] : o.place) {
+    bool known = std::any_of(nodes.begin(), nodes.end(), [&](auto& n) { return n.name == name; });
+    if (!known) throw launch_error("--place names node '" + name + "', which is not in the program");
+  }
+  std::vector<placement> out;
+  std::size_t rr = 0;
+  std::uint32_t flat = 0;
+  for (const auto& n : nodes) {
+    auto it = o.place.find(std::string(n.name));
+    for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat) {
+      std::string host = it != o.place.end() ? it->second[r % it->second.size()]
+                                             : hosts[rr++ % hosts.size()];
+      out.push_back({flat, std::string(n.name) + "/" + std::to_string(r), host});
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+template <class... Nodes>
+int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  auto nodes = tlaunch::detail::describe(p, o.replicas);
+  auto hosts = detail::ssh_hosts(o);
+  auto places = detail::place_instances(nodes, o, hosts);
+
+  // sshd allows 10 sessions (channels) per connection by default: 8 nodes a connection.
+  constexpr std::size_t nodes_per_session = 8;
+  std::map<std::string, std::size_t> per_host;
+  for (auto& pl : places) ++per_host[pl.host];
+
+  ssh::session_options so;
+  so.identity = o.ssh_identity;
+  so.accept_new = o.ssh_accept_new;
+  so.known_hosts = o.known_hosts;
+
+  struct host_sessions {
+    std::vector<std::unique_ptr<ssh::session>> sessions;
+    std::string remote_path, error;
+    std::size_t next = 0, used = 0;
+  };
+  std::map<std::string, host_sessions> by_host;
+  for (auto& [h, n] : per_host) by_host[h];
+
+  std::string exe = self_exe();
+  std::string build_id = tlaunch::detail::file_build_id(exe);
+
+  // Every host at once; per host at most ssh_parallel handshakes at a time.
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  for (auto& [h, count] : per_host) {
+    workers.emplace_back([&, h = h, count = count] {
+      auto& hs = by_host[h];
+      try {
+        auto spec = ssh::host_spec::parse(h);
+        std::size_t want = (count + nodes_per_session - 1) / nodes_per_session;
+        std::vector<std::unique_ptr<ssh::session>> got(want);
+        for (std::size_t base = 0; base < want; base += o.ssh_parallel) {
+          std::vector<std::future<void>> batch;
+          for (std::size_t i = base; i < std::min(want, base + o.ssh_parallel); ++i)
+            batch.push_back(std::async(std::launch::async, [&, i] {
+              got[i] = std::make_unique<ssh::session>(ssh::session::connect(spec, so));
+            }));
+          for (auto& f : batch) f.get();
+        }
+        std::uint64_t last_pct = 101;
+        hs.remote_path = got[0]->upload_cached(exe, build_id, [&](std::uint64_t done, std::uint64_t total) {
+          std::uint64_t pct = total ? done * 100 / total : 100;
+          if (pct / 25 != last_pct / 25 || done == total) {
+            last_pct = pct;
+            out.print("launcher", stream::err,
+                      "uploading to " + h + ": " + std::to_string(done >> 10) + " / " +
+                          std::to_string(total >> 10) + " KiB");
+          }
+        });
+        if (got[0]->last_upload_skipped())
+          out.print("launcher", stream::err, h + ": binary already cached (" + build_id + ")");
+        std::lock_guard lk(mu);
+        hs.sessions = std::move(got);
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu);
+        hs.error = e.what();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  std::string errors;
+  for (auto& [h, hs] : by_host)
+    if (!hs.error.empty()) errors += "\n  " + hs.error;
+  if (!errors.empty()) throw launch_error("cannot start nodes over ssh:" + errors);
+
+  coordinator coord(nodes, o, out);
+  coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
+  int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
+                                   const std::vector<std::string>& tail, child_callbacks cb) {
+    auto& hs = by_host[pl.host];
+    auto& s = *hs.sessions[(hs.used++ / nodes_per_session) % hs.sessions.size()];
+    std::string dial = o.coordinator_host.empty() ? s.local_address() : o.coordinator_host;
+    if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
+    std::string cmd = "exec " + ssh::shell_quote(hs.remote_path);
+    for (auto& a : tail) cmd += " " + ssh::shell_quote(a);
+    cmd += " " + ssh::shell_quote("--tlaunch-coordinator=" + dial + ":" + std::to_string(port));
+    return s.exec(cmd, std::move(cb));
+  });
+  return code;
+}
+
+}  // namespace tlaunch::launch

@@ -1,0 +1,55 @@
+// tlaunch::main: one entry point that is the launcher and every node.
+#pragma once
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "launch/flags.hpp"
+#include "launch/local_mp.hpp"
+#include "launch/local_mt.hpp"
+#include "launch/node_process.hpp"
+#include "launch/output.hpp"
+#include "launch/ssh.hpp"
+#include "program.hpp"
+
+namespace tlaunch {
+
+// Parses the command line, then runs the program as the launch type says, or as
+// one node when started with --tlaunch-role. Returns the process exit code:
+// 0 when the program stopped normally, 1 when a node failed, 2 on bad usage.
+template <class... Nodes>
+int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
+  const char* prog = argc > 0 ? argv[0] : "tlaunch-program";
+  launch::options o;
+  try {
+    o = launch::parse(argc, argv);
+  } catch (const launch::usage_error& e) {
+    std::fprintf(stderr, "%s: %s\n\n%s", prog, e.what(), launch::usage(prog).c_str());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(launch::usage(prog).c_str(), stdout);
+    return 0;
+  }
+  try {
+    if (!o.role.empty()) return launch::run_node_process(p, o);
+    launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
+    if (o.launch == "local_mp") return launch::run_local_mp(p, o, out);
+    if (o.launch == "ssh") return launch::run_ssh(p, o, out);
+    return launch::run_local_mt(p, o, out);
+  } catch (const launch_error& e) {
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 1;
+  }
+}
+
+template <class... Nodes>
+int main(const program_t<Nodes...>& p, int argc, char** argv) {
+  return tlaunch::main(p, argc, const_cast<const char* const*>(argv));
+}
+
+}  // namespace tlaunch

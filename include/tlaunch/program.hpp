@@ -1,0 +1,280 @@
+// The program graph, described at compile time.
+//
+//   constexpr auto program = tlaunch::program(
+//       tlaunch::node<"counter", Counter>(),
+//       tlaunch::node<"producer", Producer>(tlaunch::ref<"counter">).replicas(4));
+//
+// A ref<"x"> argument becomes a tlaunch::handle<T> (or handles<T> for every
+// replica) of node x when the node is constructed; other arguments are copied.
+#pragma once
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+#include <concepts>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "context.hpp"
+#include "detail/fixed_string.hpp"
+#include "detail/runtime.hpp"
+#include "detail/type_name.hpp"
+#include "error.hpp"
+#include "handle.hpp"
+#include "rpc/dispatch.hpp"
+
+namespace tlaunch {
+
+// A reference to another node of the program by name.
+template <detail::fixed_string Name>
+struct ref_t {
+  static constexpr auto name = Name;
+};
+template <detail::fixed_string Name>
+inline constexpr ref_t<Name> ref{};
+
+template <detail::fixed_string Name, class T, class... Args>
+struct node_spec {
+  using type = T;
+  static constexpr auto name = Name;
+  std::tuple<Args...> args;
+  std::uint32_t replica_count = 1;
+
+  // Runs n instances of this node (overridable with --replicas name=n).
+  constexpr node_spec replicas(std::uint32_t n) const {
+    node_spec c = *this;
+    c.replica_count = n;
+    return c;
+  }
+};
+
+template <detail::fixed_string Name, class T, class... Args>
+constexpr node_spec<Name, T, std::decay_t<Args>...> node(Args&&... args) {
+  static_assert(!Name.view().empty(), "tlaunch::node: a node name cannot be empty");
+  return {{std::forward<Args>(args)...}, 1};
+}
+
+template <class... Nodes>
+struct program_t {
+  std::tuple<Nodes...> nodes;
+  static constexpr std::size_t size = sizeof...(Nodes);
+};
+
+namespace detail {
+
+template <class T>
+struct is_ref : std::false_type {};
+template <fixed_string N>
+struct is_ref<ref_t<N>> : std::true_type {};
+
+template <fixed_string Name, class... Nodes>
+constexpr std::size_t count_named() {
+  return ((Nodes::name.view() == Name.view() ? 1 : 0) + ... + 0);
+}
+
+// Each check is a class template whose arguments name the nodes concerned, so
+// the compiler's "in instantiation of" line says which node is wrong.
+template <fixed_string Node, std::size_t Count>
+struct node_name_must_be_unique {
+  static_assert(Count == 1, "tlaunch::program: two nodes have the same name");
+  static constexpr bool ok = true;
+};
+
+template <fixed_string Node, fixed_string Target, bool Exists>
+struct ref_must_name_a_node {
+  static_assert(Exists, "tlaunch::program: ref<\"...\"> names a node that is not in the program");
+  static constexpr bool ok = true;
+};
+
+template <class Spec, class... Nodes>
+constexpr bool check_refs_of() {
+  return [&]<class... A>(std::tuple<A...>*) {
+    return (
+        [&] {
+          if constexpr (is_ref<A>::value)
+            return ref_must_name_a_node<Spec::name, A::name,
+                                        (count_named<A::name, Nodes...>() > 0)>::ok;
+          else
+            return true;
+        }() &&
+        ... && true);
+  }(static_cast<decltype(Spec::args)*>(nullptr));
+}
+
+template <class... Nodes>
+constexpr bool check_program() {
+  constexpr bool unique = (node_name_must_be_unique<Nodes::name, count_named<Nodes::name, Nodes...>()>::ok && ... && true);
+  constexpr bool refs = (check_refs_of<Nodes, Nodes...>() && ... && true);
+  return unique && refs;
+}
+
+template <fixed_string Name, class... Nodes>
+struct node_index;
+template <fixed_string Name, class First, class... Rest>
+struct node_index<Name, First, Rest...> {
+  static constexpr std::size_t value =
+      First::name.view() == Name.view() ? 0 : 1 + node_index<Name, Rest...>::value;
+};
+template <fixed_string Name>
+struct node_index<Name> {
+  static constexpr std::size_t value = 0;
+};
+
+template <class T>
+concept has_run = requires(T& t, context& c) {
+  { t.run(c) } -> std::same_as<asio::awaitable<void>>;
+};
+
+// What a ref<Target> argument of node Owner becomes; converts to the handle
+// type the constructor takes, and checks that it is the target's type.
+template <fixed_string Owner, fixed_string Target, class TargetType>
+struct ref_arg {
+  runtime* rt;
+  std::uint32_t first, count;
+
+  template <class U>
+  operator handle<U>() const {
+    static_assert(std::is_same_v<U, TargetType>,
+                  "tlaunch: ref<Target> of node Owner is converted to a handle of another type "
+                  "than node Target's (see ref_arg<Owner, Target, TargetType>)");
+    if (count != 1)
+      throw launch_error("node '" + std::string(Owner.view()) + "' takes a tlaunch::handle to '" +
+                         std::string(Target.view()) + "', which has " + std::to_string(count) +
+                         " replicas: take tlaunch::handles<" + std::string(type_name<U>()) +
+                         "> instead");
+    return handle<U>(rt, first);
+  }
+  template <class U>
+  operator handles<U>() const {
+    static_assert(std::is_same_v<U, TargetType>,
+                  "tlaunch: ref<Target> of node Owner is converted to handles of another type "
+                  "than node Target's (see ref_arg<Owner, Target, TargetType>)");
+    std::vector<handle<U>> hs;
+    for (std::uint32_t i = 0; i < count; ++i) hs.emplace_back(rt, first + i);
+    return handles<U>(std::move(hs));
+  }
+};
+
+template <class Spec, class Program, class A>
+decltype(auto) map_arg(runtime& rt, const A& a) {
+  if constexpr (is_ref<A>::value) {
+    return [&]<class... Nodes>(program_t<Nodes...>*) {
+      constexpr std::size_t idx = node_index<A::name, Nodes...>::value;
+      using target = std::tuple_element_t<idx, std::tuple<Nodes...>>;
+      const node_info& n = rt.nodes()[idx];
+      return ref_arg<Spec::name, A::name, typename target::type>{&rt, n.first, n.replicas};
+    }(static_cast<Program*>(nullptr));
+  } else {
+    return (a);
+  }
+}
+
+template <class T, class... M>
+T* construct(M&&... m) {
+  if constexpr (std::is_aggregate_v<T>)
+    return new T{std::forward<M>(m)...};
+  else
+    return new T(std::forward<M>(m)...);
+}
+
+template <class T>
+asio::awaitable<void> run_body(std::shared_ptr<void> obj, context* ctx) {
+  co_await static_cast<T*>(obj.get())->run(*ctx);
+}
+
+// Constructs replica `replica` of node Spec in this process.
+template <class Spec, class Program>
+void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
+  using T = typename Spec::type;
+  static_assert(check_service<T>());
+  rpc::instance& inst = rt.host(flat);
+  T* obj = std::apply(
+      [&](const auto&... a) { return construct<T>(map_arg<Spec, Program>(rt, a)...); },
+      spec.args);
+  inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
+  inst.methods = rpc::dispatch_table<T>::get();
+  inst.ctx = std::make_unique<context>(rt, inst);
+  if constexpr (has_run<T>) {
+    inst.start_run = [&rt](rpc::instance& i) {
+      i.run_active = true;
+      asio::co_spawn(i.strand, run_body<T>(i.object, i.ctx.get()),
+                     asio::bind_cancellation_slot(i.run_cancel.slot(), [&rt, &i](std::exception_ptr e) {
+                       i.run_active = false;
+                       if (rt.run_finished) rt.run_finished(i, e);
+                     }));
+    };
+  }
+}
+
+}  // namespace detail
+
+template <class... Nodes>
+constexpr program_t<Nodes...> program(Nodes... nodes) {
+  static_assert(sizeof...(Nodes) > 0, "tlaunch::program: a program needs at least one node");
+  static_assert(detail::check_program<Nodes...>());
+  return {{nodes...}};
+}
+
+namespace detail {
+
+// The runtime's view of a program, with --replicas overrides applied.
+template <class... Nodes>
+std::vector<node_info> describe(const program_t<Nodes...>& p,
+                                const std::map<std::string, std::uint32_t>& overrides) {
+  std::vector<node_info> out;
+  std::apply(
+      [&](const auto&... spec) {
+        (out.push_back(node_info{
+             .name = std::remove_cvref_t<decltype(spec)>::name.view(),
+             .type_name = type_name<typename std::remove_cvref_t<decltype(spec)>::type>(),
+             .replicas = spec.replica_count,
+             .has_run = has_run<typename std::remove_cvref_t<decltype(spec)>::type>}),
+         ...);
+      },
+      p.nodes);
+  for (const auto& [name, n] : overrides) {
+    bool found = false;
+    for (auto& i : out)
+      if (i.name == name) {
+        i.replicas = n;
+        found = true;
+      }
+    if (!found) {
+      std::string names;
+      for (auto& i : out) names += (names.empty() ? "" : ", ") + std::string(i.name);
+      throw launch_error("--replicas names node '" + name + "', which is not in the program (nodes: " +
+                         names + ")");
+    }
+  }
+  for (auto& i : out)
+    if (i.replicas == 0)
+      throw launch_error("node '" + std::string(i.name) + "' has 0 replicas");
+  return out;
+}
+
+// Constructs every instance for which want(flat) is true, in program order.
+template <class Want, class... Nodes>
+void host_program(runtime& rt, const program_t<Nodes...>& p, Want&& want) {
+  using P = program_t<Nodes...>;
+  std::size_t idx = 0;
+  std::apply(
+      [&](const auto&... spec) {
+        (
+            [&] {
+              const node_info& n = rt.nodes()[idx++];
+              for (std::uint32_t r = 0; r < n.replicas; ++r)
+                if (want(n.first + r))
+                  host_node<std::remove_cvref_t<decltype(spec)>, P>(rt, spec, n.first + r);
+            }(),
+            ...);
+      },
+      p.nodes);
+}
+
+}  // namespace detail
+}  // namespace tlaunch

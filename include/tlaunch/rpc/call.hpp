@@ -1,0 +1,203 @@
+// Client side of a call: start it, locally on the target's strand or over the
+// wire, and complete a handler with void(std::exception_ptr[, R]).
+#pragma once
+
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <tuple>
+
+#include "../detail/runtime.hpp"
+#include "../error.hpp"
+#include "../service.hpp"
+#include "../wire/codec.hpp"
+#include "dispatch.hpp"
+
+namespace tlaunch {
+
+// Per-call options.
+struct call_options {
+  // 0: no deadline. Over the wire, the call fails with tlaunch::timeout when no
+  // reply came in time (the remote method may still run to completion).
+  std::chrono::milliseconds timeout{0};
+};
+
+namespace rpc {
+
+template <class R>
+using result_holder = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+
+// Who a call went to, for error messages; strings are built only on error.
+struct call_target {
+  const tlaunch::detail::runtime* rt;
+  std::uint32_t flat;
+  std::string_view method;
+  call_site site() const {
+    return {rt ? rt->instance_id(flat) : std::string("?"), std::string(method)};
+  }
+};
+
+// Invokes the handler on its own executor (the awaiting coroutine's strand).
+template <class R, class Handler>
+void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback,
+                          std::exception_ptr e, result_holder<R>&& r) {
+  auto ex = asio::get_associated_executor(h, fallback);
+  asio::post(ex, [h = std::forward<Handler>(h), e, r = std::move(r)]() mutable {
+    asio::get_associated_cancellation_slot(h).clear();
+    if constexpr (std::is_void_v<R>)
+      std::move(h)(e);
+    else
+      std::move(h)(e, std::move(r));
+  });
+}
+
+template <class R, class Handler>
+class remote_call final : public pending_call {
+ public:
+  remote_call(Handler&& h, call_target t, asio::any_io_executor fallback)
+      : handler_(std::move(h)), target_(t), fallback_(std::move(fallback)) {}
+
+  void complete(const wire::frame_header& h, std::span<const char> payload) override {
+    if (h.type == wire::kind::reply) {
+      result_holder<R> r{};
+      try {
+        if constexpr (std::is_void_v<R>)
+          wire::deserialize_from(payload);
+        else
+          wire::deserialize_from(payload, r);
+      } catch (const std::exception& e) {
+        return finish(std::make_exception_ptr(
+                          unavailable(target_.site(), std::string("malformed reply: ") + e.what())),
+                      {});
+      }
+      return finish(nullptr, std::move(r));
+    }
+    auto [code, msg] = wire::decode_error(payload);
+    if (code == wire::error_code::remote_exception)
+      finish(std::make_exception_ptr(remote_error(target_.site(), msg)), {});
+    else
+      finish(std::make_exception_ptr(unavailable(target_.site(), msg)), {});
+  }
+  void fail_unavailable(const std::string& why) override {
+    finish(std::make_exception_ptr(unavailable(target_.site(), why)), {});
+  }
+  void fail(std::exception_ptr e) { finish(e, {}); }
+
+  std::shared_ptr<asio::steady_timer> timer;
+  const call_target& target() const { return target_; }
+
+ private:
+  void finish(std::exception_ptr e, result_holder<R>&& r) {
+    if (timer) timer->cancel();
+    complete_on_executor<R>(std::move(handler_), fallback_, e, std::move(r));
+  }
+  Handler handler_;
+  call_target target_;
+  asio::any_io_executor fallback_;
+};
+
+// Starts call M with the (decayed) argument tuple; the handler receives
+// void(std::exception_ptr) or void(std::exception_ptr, R).
+template <auto M, class Handler, class Args>
+void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* direct,
+                const call_options& opt, Args&& args, Handler&& handler) {
+  using traits = tlaunch::detail::method_traits<decltype(M)>;
+  using S = typename traits::service;
+  using R = typename traits::result;
+  call_target target{&rt, flat, tlaunch::detail::member_name<M>()};
+  asio::any_io_executor fallback = rt.io.get_executor();
+  instance* inst = direct ? direct : rt.local(flat);
+
+  if (inst) {  // same process: straight onto the target's strand, no serialization
+    if constexpr (!traits::is_coroutine) {
+      asio::post(inst->strand, [inst, target, fallback, args = std::forward<Args>(args),
+                                h = std::forward<Handler>(handler)]() mutable {
+        std::exception_ptr e;
+        result_holder<R> r{};
+        try {
+          S& s = *static_cast<S*>(inst->object.get());
+          if constexpr (std::is_void_v<R>)
+            detail::invoke_method<M>(s, std::move(args));
+          else
+            r = detail::invoke_method<M>(s, std::move(args));
+        } catch (...) {
+          e = std::make_exception_ptr(
+              remote_error(target.site(), detail::exception_message(std::current_exception())));
+        }
+        complete_on_executor<R>(std::move(h), fallback, e, std::move(r));
+      });
+    } else {
+      auto body = detail::run_coroutine<M, S, std::remove_cvref_t<Args>, R>(
+          inst->object, std::forward<Args>(args));
+      auto wrap = [target](std::exception_ptr e) {
+        return e ? std::make_exception_ptr(
+                       remote_error(target.site(), detail::exception_message(e)))
+                 : e;
+      };
+      if constexpr (std::is_void_v<R>)
+        asio::co_spawn(inst->strand, std::move(body),
+                       [h = std::forward<Handler>(handler), fallback, wrap](std::exception_ptr e) mutable {
+                         complete_on_executor<R>(std::move(h), fallback, wrap(e), {});
+                       });
+      else
+        asio::co_spawn(inst->strand, std::move(body),
+                       [h = std::forward<Handler>(handler), fallback, wrap](std::exception_ptr e,
+                                                                            R r) mutable {
+                         complete_on_executor<R>(std::move(h), fallback, wrap(e), std::move(r));
+                       });
+    }
+    return;
+  }
+
+  std::string why;
+  auto conn = rt.connection_to(flat, why);
+  if (!conn) {
+    complete_on_executor<R>(std::forward<Handler>(handler), fallback,
+                            std::make_exception_ptr(unavailable(target.site(), why)), {});
+    return;
+  }
+  wire::frame_buffer f(64);
+  std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  using pending_t = remote_call<R, std::decay_t<Handler>>;
+  auto p = std::make_shared<pending_t>(std::forward<Handler>(handler), target, fallback);
+  std::shared_ptr<asio::steady_timer> timer;
+  if (opt.timeout.count() > 0) {
+    timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
+    p->timer = timer;
+  }
+  wire::frame_header h{.type = wire::kind::call,
+                       .target = flat,
+                       .aux = static_cast<std::uint32_t>(opt.timeout.count()),
+                       .method = tlaunch::detail::method_id<M>()};
+  std::weak_ptr<connection> weak = conn;
+  std::uint64_t id = conn->start_call(std::move(f), h, p);
+  if (id == 0) return;  // already failed
+  if (timer) {
+    timer->async_wait([weak, id, timer](std::error_code ec) {
+      if (ec) return;
+      if (auto c = weak.lock())
+        if (auto pc = c->abandon_call(id))
+          static_cast<pending_t*>(pc.get())
+              ->fail(std::make_exception_ptr(
+                  timeout(static_cast<pending_t*>(pc.get())->target().site())));
+    });
+  }
+  if (slot.is_connected()) {
+    slot.assign([weak, id](asio::cancellation_type) {
+      if (auto c = weak.lock())
+        if (auto pc = c->abandon_call(id)) {
+          auto* pt = static_cast<pending_t*>(pc.get());
+          pt->fail(std::make_exception_ptr(cancelled(pt->target().site())));
+        }
+    });
+  }
+}
+
+}  // namespace rpc
+}  // namespace tlaunch

@@ -1,0 +1,627 @@
+// One multiplexed TCP connection between two tlaunch processes.
+//
+// Either side may call the other: calls are matched to replies by id, any
+// number are in flight. Writes are batched: whatever is queued goes out in one
+// gather write, tried without blocking first; reads take everything that has
+// arrived and parse every complete frame before going back to the kernel.
+// The first frames are the hello exchange (wire/hello.hpp); until it completes
+// nothing else is sent, and nothing else is accepted.
+#pragma once
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <asio/connect.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../detail/secret.hpp"
+#include "../wire/codec.hpp"
+#include "../wire/frame.hpp"
+#include "../wire/hello.hpp"
+
+namespace tlaunch::rpc {
+
+class connection;
+
+// What every connection of a process shares: who we are and what we accept.
+struct connection_config {
+  std::vector<std::uint8_t> secret;
+  std::string build_id;
+  std::string listen_address;  // ours, announced in the hello
+  std::string name;            // ours, for the peer's messages
+  std::uint32_t max_frame = wire::default_max_frame;
+};
+
+// The owner of the connections (the runtime or the coordinator).
+class connection_sink {
+ public:
+  virtual ~connection_sink() = default;
+  // A call frame arrived (reader thread); payload is only valid during the call.
+  virtual void on_call(const std::shared_ptr<connection>& c, const wire::frame_header& h,
+                       std::span<const char> payload) = 0;
+  // A control frame (coordinator protocol) arrived.
+  virtual void on_control(const std::shared_ptr<connection>& c, const wire::frame_header& h,
+                          std::span<const char> payload) = 0;
+  // The hello exchange completed; peer_listen is the address the peer serves on.
+  virtual void on_ready(const std::shared_ptr<connection>&) {}
+  virtual void on_closed(const std::shared_ptr<connection>& c, const std::string& reason) = 0;
+  virtual void on_cancel(const std::shared_ptr<connection>&, std::uint64_t /*call_id*/) {}
+  virtual void log(const std::string& message) = 0;
+};
+
+// A call waiting for its reply. complete() or fail() is called exactly once.
+class pending_call {
+ public:
+  virtual ~pending_call() = default;
+  // Reply or error_reply, on the reader's thread; payload valid only during the call.
+  virtual void complete(const wire::frame_header& h, std::span<const char> payload) = 0;
+  // The connection closed or was refused before the reply came.
+  virtual void fail_unavailable(const std::string& why) = 0;
+};
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  using tcp = asio::ip::tcp;
+  enum class side { connector, acceptor };
+
+  // Starts connecting to "host:port"; calls may be queued at once.
+  static std::shared_ptr<connection> connect(asio::io_context& io, const std::string& address,
+                                             std::shared_ptr<const connection_config> cfg,
+                                             connection_sink* sink) {
+    auto c = std::shared_ptr<connection>(new connection(tcp::socket(io), side::connector, std::move(cfg), sink));
+    c->peer_address_ = address;
+    c->start_connect(address);
+    return c;
+  }
+
+  // Takes an accepted socket and waits for the peer's hello.
+  static std::shared_ptr<connection> accept(tcp::socket s,
+                                            std::shared_ptr<const connection_config> cfg,
+                                            connection_sink* sink) {
+    auto c = std::shared_ptr<connection>(new connection(std::move(s), side::acceptor, std::move(cfg), sink));
+    std::error_code ec;
+    auto ep = c->socket_.remote_endpoint(ec);
+    if (!ec) c->peer_address_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    c->configure_socket();
+    c->start_read();
+    return c;
+  }
+
+  ~connection() { delete_buffer(); }
+
+  // The peer's listen address as it announced it (acceptor) or as dialled (connector).
+  std::string peer_listen_address() const {
+    std::lock_guard lk(mu_);
+    return peer_listen_.empty() ? peer_address_ : peer_listen_;
+  }
+  std::string peer_name() const {
+    std::lock_guard lk(mu_);
+    return peer_name_.empty() ? peer_address_ : peer_name_;
+  }
+  std::string peer_address() const { return peer_address_; }
+  // Our address on this connection, as the peer sees it.
+  std::string local_ip() const {
+    std::error_code ec;
+    auto ep = socket_.local_endpoint(ec);
+    return ec ? std::string() : ep.address().to_string();
+  }
+  bool closed() const {
+    std::lock_guard lk(mu_);
+    return closed_;
+  }
+  bool ready() const {
+    std::lock_guard lk(mu_);
+    return ready_;
+  }
+
+  // Registers a pending call and queues its frame; the frame's call id is set here.
+  // If the connection is closed, the call fails at once.
+  std::uint64_t start_call(wire::frame_buffer&& f, wire::frame_header h,
+                           std::shared_ptr<pending_call> p) {
+    std::unique_lock lk(mu_);
+    if (closed_) {
+      std::string why = close_reason_;
+      lk.unlock();
+      p->fail_unavailable(why);
+      return 0;
+    }
+    h.call_id = next_call_id_++;
+    f.seal(h);
+    pending_.emplace(h.call_id, std::move(p));
+    out_.push_back(std::move(f.storage()));
+    kick_locked(lk);
+    return h.call_id;
+  }
+
+  // Forgets a pending call (deadline or cancellation) and tells the peer.
+  // Returns the pending call if it was still waiting.
+  std::shared_ptr<pending_call> abandon_call(std::uint64_t call_id) {
+    std::unique_lock lk(mu_);
+    auto it = pending_.find(call_id);
+    if (it == pending_.end()) return nullptr;
+    auto p = std::move(it->second);
+    pending_.erase(it);
+    if (!closed_) {
+      wire::frame_buffer f;
+      f.seal({.type = wire::kind::cancel, .call_id = call_id});
+      out_.push_back(std::move(f.storage()));
+      kick_locked(lk);
+    }
+    return p;
+  }
+
+  // Queues a frame (reply, control). Dropped if the connection is closed.
+  void send(wire::frame_buffer&& f) {
+    std::unique_lock lk(mu_);
+    if (closed_) return;
+    out_.push_back(std::move(f.storage()));
+    kick_locked(lk);
+  }
+
+  // Closes with a reason; pending calls fail as unavailable.
+  void close(const std::string& reason) {
+    std::unique_lock lk(mu_);
+    close_locked(lk, reason);
+  }
+
+  std::size_t pending_count() const {
+    std::lock_guard lk(mu_);
+    return pending_.size();
+  }
+
+ private:
+  connection(tcp::socket s, side sd, std::shared_ptr<const connection_config> cfg,
+             connection_sink* sink)
+      : socket_(std::move(s)), side_(sd), cfg_(std::move(cfg)), sink_(sink) {
+    auto n = tlaunch::detail::random_secret();
+    std::memcpy(my_nonce_.data(), n.data(), my_nonce_.size());
+  }
+
+  // ----- connect and hello ---------------------------------------------------
+
+  void start_connect(const std::string& address) {
+    auto colon = address.rfind(':');
+    if (colon == std::string::npos) {
+      asio::post(socket_.get_executor(), [self = shared_from_this(), address] {
+        self->close("bad address '" + address + "' (want host:port)");
+      });
+      return;
+    }
+    std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    auto resolver = std::make_shared<tcp::resolver>(socket_.get_executor());
+    resolver->async_resolve(
+        host, port,
+        [self = shared_from_this(), resolver, address](std::error_code ec,
+                                                       tcp::resolver::results_type results) {
+          if (ec) return self->close("cannot resolve " + address + ": " + ec.message());
+          asio::async_connect(self->socket_, results,
+                              [self, address](std::error_code ec, const tcp::endpoint&) {
+                                if (ec)
+                                  return self->close("cannot connect to " + address + ": " +
+                                                     ec.message());
+                                self->configure_socket();
+                                {
+                                  std::lock_guard lk(self->mu_);
+                                  self->connected_ = true;
+                                }
+                                self->send_hello(false, {});
+                                self->start_read();
+                              });
+        });
+  }
+
+  void configure_socket() {
+    std::error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);
+    socket_.set_option(asio::socket_base::keep_alive(true), ec);
+    int fd = socket_.native_handle();
+    int idle = 10, intvl = 5, cnt = 3;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    socket_.non_blocking(true, ec);
+  }
+
+  void send_hello(bool reply, const std::array<std::uint8_t, 16>& peer_nonce) {
+    wire::hello h;
+    h.is_reply = reply;
+    h.nonce = my_nonce_;
+    h.build_id = cfg_->build_id;
+    h.listen_address = cfg_->listen_address;
+    h.name = cfg_->name;
+    if (reply) h.proof = wire::secret_proof(cfg_->secret, "acceptor", peer_nonce, my_nonce_);
+    wire::frame_buffer f;
+    wire::encode_hello(f, h);
+    send_handshake(std::move(f));
+  }
+
+  void send_handshake(wire::frame_buffer&& f) {
+    std::unique_lock lk(mu_);
+    if (closed_) return;
+    pre_.push_back(std::move(f.storage()));
+    kick_locked(lk);
+  }
+
+  // Sends a refusal, then closes.
+  void refuse(const std::string& reason) {
+    sink_->log("refusing connection from " + peer_address_ + ": " + reason);
+    wire::frame_buffer f;
+    wire::serialize_into(f, reason);
+    f.seal({.type = wire::kind::refuse});
+    std::unique_lock lk(mu_);
+    if (closed_) return;
+    if (!writing_) {  // best effort: the reason reaches the peer before the close
+      std::error_code ec;
+      auto b = f.bytes();
+      socket_.write_some(asio::buffer(b.data(), b.size()), ec);
+    }
+    close_locked(lk, "refused: " + reason);
+  }
+
+  // Handles hello/auth/refuse; returns false if the connection was closed.
+  bool handle_handshake(const wire::frame_header& h, std::span<const char> payload) {
+    if (h.type == wire::kind::refuse) {
+      std::string reason;
+      try {
+        wire::deserialize_from(payload, reason);
+      } catch (...) {
+        reason = "(unreadable reason)";
+      }
+      close(peer_address_ + " refused the connection: " + reason);
+      return false;
+    }
+    if (side_ == side::acceptor && state_ == hs::await_auth && h.type == wire::kind::auth) {
+      auto expect = wire::secret_proof(cfg_->secret, "connector", my_nonce_, peer_nonce_);
+      if (payload.size() != expect.size() ||
+          !tlaunch::detail::constant_time_equal(
+              std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(payload.data()),
+                                            payload.size()),
+              std::span<const std::uint8_t>(expect))) {
+        refuse("wrong launch secret");
+        return false;
+      }
+      become_ready();
+      return true;
+    }
+    if (h.type != wire::kind::hello || state_ != hs::await_hello) {
+      refuse("frame before the hello exchange completed");
+      return false;
+    }
+    std::string problem;
+    auto hello = wire::decode_hello(payload, problem);
+    if (!hello) {
+      refuse(problem);
+      return false;
+    }
+    if (hello->build_id != cfg_->build_id) {
+      refuse("different binary: peer build-id " + hello->build_id + ", ours " + cfg_->build_id +
+             " (every node must run the same binary)");
+      return false;
+    }
+    {
+      std::lock_guard lk(mu_);
+      peer_listen_ = hello->listen_address;
+      peer_name_ = hello->name;
+    }
+    peer_nonce_ = hello->nonce;
+    if (side_ == side::acceptor) {
+      if (hello->is_reply) {
+        refuse("unexpected hello reply");
+        return false;
+      }
+      send_hello(true, peer_nonce_);
+      state_ = hs::await_auth;
+      return true;
+    }
+    // Connector: check the acceptor's proof, answer with ours, then go.
+    auto expect = wire::secret_proof(cfg_->secret, "acceptor", my_nonce_, peer_nonce_);
+    if (!hello->is_reply || !tlaunch::detail::constant_time_equal(
+                                std::span<const std::uint8_t>(hello->proof),
+                                std::span<const std::uint8_t>(expect))) {
+      refuse("peer does not hold the launch secret");
+      return false;
+    }
+    auto proof = wire::secret_proof(cfg_->secret, "connector", peer_nonce_, my_nonce_);
+    wire::frame_buffer f;
+    f.append(proof.data(), proof.size());
+    f.seal({.type = wire::kind::auth});
+    send_handshake(std::move(f));
+    become_ready();
+    return true;
+  }
+
+  void become_ready() {
+    state_ = hs::ready;
+    {
+      std::unique_lock lk(mu_);
+      ready_ = true;
+      kick_locked(lk);
+    }
+    sink_->on_ready(shared_from_this());
+  }
+
+  // ----- writing ---------------------------------------------------------------
+
+  // Starts the writer if it is idle and there is something it may send.
+  void kick_locked(std::unique_lock<std::mutex>& lk) {
+    if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) return;
+    if (side_ == side::connector && !connected_) return;
+    writing_ = true;
+    lk.unlock();
+    write_loop();
+  }
+
+  // Moves everything sendable into the batch; false when there is nothing.
+  bool refill_batch_locked() {
+    for (auto& b : pre_) batch_.push_back(std::move(b));
+    pre_.clear();
+    if (ready_) {
+      for (auto& b : out_) batch_.push_back(std::move(b));
+      out_.clear();
+    }
+    batch_index_ = 0;
+    batch_offset_ = 0;
+    return !batch_.empty();
+  }
+
+  void write_loop() {
+    for (;;) {
+      if (batch_index_ >= batch_.size()) {
+        batch_.clear();
+        std::unique_lock lk(mu_);
+        if (closed_ || !refill_batch_locked()) {
+          writing_ = false;
+          batch_.clear();
+          if (closed_) finish_close_locked(lk);
+          return;
+        }
+      }
+      gather_.clear();
+      for (std::size_t i = batch_index_; i < batch_.size() && gather_.size() < 64; ++i) {
+        const auto& b = batch_[i];
+        std::size_t off = i == batch_index_ ? batch_offset_ : 0;
+        gather_.emplace_back(b.data() + off, b.size() - off);
+      }
+      std::error_code ec;
+      std::size_t n = socket_.write_some(gather_, ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        socket_.async_write_some(gather_, [self = shared_from_this()](std::error_code ec,
+                                                                      std::size_t n) {
+          if (ec) return self->write_failed(ec);
+          self->advance(n);
+          self->write_loop();
+        });
+        return;
+      }
+      if (ec) return write_failed(ec);
+      advance(n);
+    }
+  }
+
+  void advance(std::size_t n) {
+    while (n > 0 && batch_index_ < batch_.size()) {
+      std::size_t left = batch_[batch_index_].size() - batch_offset_;
+      if (n >= left) {
+        n -= left;
+        ++batch_index_;
+        batch_offset_ = 0;
+      } else {
+        batch_offset_ += n;
+        n = 0;
+      }
+    }
+  }
+
+  void write_failed(std::error_code ec) {
+    std::unique_lock lk(mu_);
+    writing_ = false;
+    batch_.clear();
+    close_locked(lk, "write to " + peer_name_locked() + " failed: " + ec.message());
+  }
+
+  // ----- reading -----------------------------------------------------------------
+
+  static constexpr std::size_t page = 4096;
+  static constexpr std::size_t initial_buffer = 64 * 1024;
+
+  void delete_buffer() {
+    if (buf_) std::free(buf_);
+    buf_ = nullptr;
+  }
+
+  // Makes room for `need` contiguous bytes from begin_, page-aligned allocation.
+  void reserve_frame(std::size_t need) {
+    if (cap_ - begin_ >= need) return;
+    std::size_t have = end_ - begin_;
+    if (cap_ >= need && begin_ > 0) {
+      std::memmove(buf_, buf_ + begin_, have);
+    } else {
+      std::size_t ncap = std::max(need, cap_ * 2);
+      ncap = (ncap + page - 1) / page * page;
+      char* nb = static_cast<char*>(std::aligned_alloc(page, ncap));
+      if (!nb) throw std::bad_alloc();
+      if (have) std::memcpy(nb, buf_ + begin_, have);
+      delete_buffer();
+      buf_ = nb;
+      cap_ = ncap;
+    }
+    begin_ = 0;
+    end_ = have;
+  }
+
+  void start_read() {
+    {
+      std::lock_guard lk(mu_);
+      if (closed_) return;
+      reading_ = true;
+    }
+    if (!buf_) reserve_frame(initial_buffer);
+    read_more();
+  }
+
+  void read_more() {
+    if (end_ == cap_) reserve_frame(std::max<std::size_t>(end_ - begin_ + page, initial_buffer));
+    socket_.async_read_some(asio::buffer(buf_ + end_, cap_ - end_),
+                            [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                              self->on_read(ec, n);
+                            });
+  }
+
+  void on_read(std::error_code ec, std::size_t n) {
+    if (ec) return read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
+                                                       : "read from " + peer_name() +
+                                                             " failed: " + ec.message());
+    end_ += n;
+    // Everything the kernel has, before going back to it.
+    for (;;) {
+      std::error_code rec;
+      if (end_ == cap_) break;
+      std::size_t more = socket_.read_some(asio::buffer(buf_ + end_, cap_ - end_), rec);
+      if (rec) break;
+      end_ += more;
+      if (more == 0) break;
+    }
+    while (end_ - begin_ >= wire::header_size) {
+      auto check = wire::decode_header(buf_ + begin_, cfg_->max_frame);
+      if (!check.problem.empty()) {
+        sink_->log("closing connection from " + peer_name() + ": malformed frame: " + check.problem);
+        return read_stopped("malformed frame: " + check.problem);
+      }
+      std::size_t total = wire::header_size + check.header.size;
+      if (end_ - begin_ < total) {
+        reserve_frame(total);
+        break;
+      }
+      std::span<const char> payload(buf_ + begin_ + wire::header_size, check.header.size);
+      begin_ += total;
+      if (!handle_frame(check.header, payload)) return read_stopped("");
+    }
+    if (begin_ == end_) begin_ = end_ = 0;
+    {
+      std::unique_lock lk(mu_);
+      if (closed_) {
+        reading_ = false;
+        finish_close_locked(lk);
+        return;
+      }
+    }
+    read_more();
+  }
+
+  // Returns false when the connection must stop reading.
+  bool handle_frame(const wire::frame_header& h, std::span<const char> payload) {
+    if (state_ != hs::ready) return handle_handshake(h, payload);
+    switch (h.type) {
+      case wire::kind::call:
+        sink_->on_call(shared_from_this(), h, payload);
+        return true;
+      case wire::kind::reply:
+      case wire::kind::error_reply: {
+        std::shared_ptr<pending_call> p;
+        {
+          std::lock_guard lk(mu_);
+          auto it = pending_.find(h.call_id);
+          if (it == pending_.end()) return true;  // abandoned (deadline, cancel)
+          p = std::move(it->second);
+          pending_.erase(it);
+        }
+        p->complete(h, payload);
+        return true;
+      }
+      case wire::kind::cancel:
+        sink_->on_cancel(shared_from_this(), h.call_id);
+        return true;
+      case wire::kind::refuse:
+        return handle_handshake(h, payload);
+      case wire::kind::hello:
+      case wire::kind::auth:
+        sink_->log("closing connection from " + peer_name() + ": handshake frame after handshake");
+        close("protocol error: handshake frame after handshake");
+        return false;
+      default:
+        sink_->on_control(shared_from_this(), h, payload);
+        return true;
+    }
+  }
+
+  void read_stopped(const std::string& reason) {
+    std::unique_lock lk(mu_);
+    reading_ = false;
+    close_locked(lk, reason.empty() ? close_reason_ : reason);
+  }
+
+  // ----- closing -----------------------------------------------------------------
+
+  std::string peer_name_locked() const { return peer_name_.empty() ? peer_address_ : peer_name_; }
+
+  void close_locked(std::unique_lock<std::mutex>& lk, const std::string& reason) {
+    if (closed_) {
+      finish_close_locked(lk);
+      return;
+    }
+    closed_ = true;
+    close_reason_ = reason;
+    auto pending = std::move(pending_);
+    pending_.clear();
+    pre_.clear();
+    out_.clear();
+    // Wakes a pending read; the socket itself is closed once no operation uses it.
+    ::shutdown(socket_.native_handle(), SHUT_RDWR);
+    finish_close_locked(lk);
+    lk.unlock();
+    for (auto& [id, p] : pending) p->fail_unavailable(reason);
+    sink_->on_closed(shared_from_this(), reason);
+    lk.lock();
+  }
+
+  void finish_close_locked(std::unique_lock<std::mutex>&) {
+    if (!closed_ || reading_ || writing_ || socket_closed_) return;
+    socket_closed_ = true;
+    std::error_code ec;
+    socket_.close(ec);
+  }
+
+  enum class hs { await_hello, await_auth, ready };
+
+  tcp::socket socket_;
+  side side_;
+  std::shared_ptr<const connection_config> cfg_;
+  connection_sink* sink_;
+  std::string peer_address_;
+
+  mutable std::mutex mu_;
+  bool closed_ = false, ready_ = false, writing_ = false, reading_ = false;
+  bool connected_ = false, socket_closed_ = false;
+  std::string close_reason_ = "connection closed";
+  std::string peer_listen_, peer_name_;
+  std::vector<std::vector<char>> pre_, out_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<pending_call>> pending_;
+  std::uint64_t next_call_id_ = 1;
+
+  // Writer-only state (one writer at a time, guarded by writing_).
+  std::vector<std::vector<char>> batch_;
+  std::size_t batch_index_ = 0, batch_offset_ = 0;
+  std::vector<asio::const_buffer> gather_;
+
+  // Reader-only state (one read in flight).
+  char* buf_ = nullptr;
+  std::size_t cap_ = 0, begin_ = 0, end_ = 0;
+  hs state_ = hs::await_hello;
+  std::array<std::uint8_t, 16> my_nonce_{}, peer_nonce_{};
+};
+
+}  // namespace tlaunch::rpc

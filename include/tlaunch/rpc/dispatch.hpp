@@ -1,0 +1,116 @@
+// Server side of a call: a static table per service type, one entry per
+// exposed method, each deserializing, invoking on the strand, replying.
+#pragma once
+
+#include <asio/co_spawn.hpp>
+#include <asio/post.hpp>
+#include <asio/use_awaitable.hpp>
+#include <exception>
+#include <tuple>
+
+#include "../service.hpp"
+#include "../wire/codec.hpp"
+#include "instance.hpp"
+
+namespace tlaunch::rpc {
+
+namespace detail {
+
+template <auto M, class S, class Args>
+decltype(auto) invoke_method(S& obj, Args&& args) {
+  return std::apply([&](auto&&... a) -> decltype(auto) { return (obj.*M)(std::move(a)...); },
+                    std::forward<Args>(args));
+}
+
+inline std::string exception_message(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+template <class R>
+void send_result(connection& c, std::uint64_t call_id, const R* r) {
+  wire::frame_buffer f;
+  if constexpr (!std::is_void_v<R>) wire::serialize_into(f, *r);
+  f.seal({.type = wire::kind::reply, .call_id = call_id});
+  c.send(std::move(f));
+}
+
+template <auto M, class S, class Args, class R>
+asio::awaitable<R> run_coroutine(std::shared_ptr<void> keep, Args args) {
+  co_return co_await invoke_method<M>(*static_cast<S*>(keep.get()), std::move(args));
+}
+
+}  // namespace detail
+
+template <class S, auto M>
+void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_header& h,
+           std::span<const char> payload) {
+  using traits = tlaunch::detail::method_traits<decltype(M)>;
+  using R = typename traits::result;
+  typename traits::args args;
+  try {
+    std::apply([&](auto&... a) { wire::deserialize_from(payload, a...); }, args);
+  } catch (const std::exception& e) {
+    reply_error(*conn, h.call_id, wire::error_code::bad_arguments,
+                std::string("arguments of ") +
+                    std::string(tlaunch::detail::member_name<M>()) +
+                    " did not deserialize: " + e.what());
+    return;
+  }
+  std::uint64_t id = h.call_id;
+  if constexpr (!traits::is_coroutine) {
+    asio::post(inst.strand, [obj = inst.object, conn = std::move(conn), id,
+                             args = std::move(args)]() mutable {
+      try {
+        S& s = *static_cast<S*>(obj.get());
+        if constexpr (std::is_void_v<R>) {
+          detail::invoke_method<M>(s, std::move(args));
+          detail::send_result<void>(*conn, id, nullptr);
+        } else {
+          R r = detail::invoke_method<M>(s, std::move(args));
+          detail::send_result<R>(*conn, id, &r);
+        }
+      } catch (...) {
+        reply_error(*conn, id, wire::error_code::remote_exception,
+                    detail::exception_message(std::current_exception()));
+      }
+    });
+  } else {
+    auto body = detail::run_coroutine<M, S, typename traits::args, R>(inst.object, std::move(args));
+    if constexpr (std::is_void_v<R>) {
+      asio::co_spawn(inst.strand, std::move(body), [conn = std::move(conn), id](std::exception_ptr e) {
+        if (e)
+          reply_error(*conn, id, wire::error_code::remote_exception, detail::exception_message(e));
+        else
+          detail::send_result<void>(*conn, id, nullptr);
+      });
+    } else {
+      asio::co_spawn(inst.strand, std::move(body),
+                     [conn = std::move(conn), id](std::exception_ptr e, R r) {
+                       if (e)
+                         reply_error(*conn, id, wire::error_code::remote_exception,
+                                     detail::exception_message(e));
+                       else
+                         detail::send_result<R>(*conn, id, &r);
+                     });
+    }
+  }
+}
+
+template <class S, class List = typename tlaunch::detail::rpc_list<S>::type>
+struct dispatch_table;
+template <class S, auto... Ms>
+struct dispatch_table<S, methods<Ms...>> {
+  static_assert(tlaunch::detail::check_service<S>());
+  static constexpr dispatch_entry entries[sizeof...(Ms) + 1] = {
+      {tlaunch::detail::method_id<Ms>(), &serve<S, Ms>, tlaunch::detail::member_name<Ms>()}...,
+      {0, nullptr, {}}};
+  static std::span<const dispatch_entry> get() { return {entries, sizeof...(Ms)}; }
+};
+
+}  // namespace tlaunch::rpc

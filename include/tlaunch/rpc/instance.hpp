@@ -1,0 +1,74 @@
+// A node instance hosted by this process: the object, its strand, and the
+// table that serves its exposed methods from call frames.
+#pragma once
+
+#include <asio/cancellation_signal.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../wire/frame.hpp"
+#include "connection.hpp"
+
+namespace tlaunch {
+class context;
+}
+
+namespace tlaunch::rpc {
+
+struct instance;
+using strand_type = asio::strand<asio::io_context::executor_type>;
+
+// Serves one call frame: deserializes the arguments on the reader's thread,
+// runs the method on the instance's strand, sends the reply on the connection.
+using invoker = void (*)(instance&, std::shared_ptr<connection>, const wire::frame_header&,
+                         std::span<const char> payload);
+
+struct dispatch_entry {
+  std::uint64_t id;
+  invoker serve;
+  std::string_view name;  // "Counter::add"
+};
+
+struct instance {
+  instance(asio::io_context& io, std::string_view node, std::uint32_t rep, std::uint32_t reps,
+           std::uint32_t flat)
+      : node_name(node), replica(rep), replicas(reps), flat_id(flat), strand(asio::make_strand(io)) {}
+
+  std::string_view node_name;
+  std::uint32_t replica = 0, replicas = 1, flat_id = 0;
+  strand_type strand;
+  std::shared_ptr<void> object;  // the service, type-erased
+  std::span<const dispatch_entry> methods;
+  std::string_view type_name;
+  std::unique_ptr<context> ctx;
+  // The node's run() body, if it has one.
+  std::function<void(instance&)> start_run;
+  asio::cancellation_signal run_cancel;  // used on the strand only
+  std::atomic<bool> run_active{false};
+
+  std::string id() const { return std::string(node_name) + "/" + std::to_string(replica); }
+  const dispatch_entry* find(std::uint64_t method) const {
+    for (const auto& e : methods)
+      if (e.id == method) return &e;
+    return nullptr;
+  }
+};
+
+// Sends an error reply for a call.
+inline void reply_error(connection& c, std::uint64_t call_id, wire::error_code code,
+                        const std::string& message) {
+  wire::frame_buffer f;
+  wire::encode_error(f, code, message);
+  f.seal({.type = wire::kind::error_reply, .call_id = call_id});
+  c.send(std::move(f));
+}
+
+}  // namespace tlaunch::rpc

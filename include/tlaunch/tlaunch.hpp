@@ -1,0 +1,15 @@
+// tlaunch: distributed programs as compile-time graphs of coroutine actors.
+// This umbrella header is the only one users need.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "context.hpp"
+#include "error.hpp"
+#include "handle.hpp"
+#include "main.hpp"
+#include "program.hpp"
+#include "service.hpp"
+#include "testing.hpp"

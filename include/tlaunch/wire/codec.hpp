@@ -1,0 +1,124 @@
+// Payloads: cereal binary archives written straight into frame buffers.
+#pragma once
+
+#include <cereal/archives/binary.hpp>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include "frame.hpp"
+
+namespace tlaunch::wire {
+
+// A growable byte buffer that reserves room for the frame header up front, so a
+// payload is serialized once, in place, and sent without another copy.
+class frame_buffer {
+ public:
+  frame_buffer() { data_.resize(header_size); }
+  explicit frame_buffer(std::size_t reserve) {
+    data_.reserve(header_size + reserve);
+    data_.resize(header_size);
+  }
+  void append(const void* p, std::size_t n) {
+    auto old = data_.size();
+    data_.resize(old + n);
+    std::memcpy(data_.data() + old, p, n);
+  }
+  std::size_t payload_size() const { return data_.size() - header_size; }
+  // Writes the header in front of the payload; h.size is filled in.
+  void seal(frame_header h) {
+    h.size = static_cast<std::uint32_t>(payload_size());
+    encode_header(h, data_.data());
+  }
+  std::span<const char> bytes() const { return {data_.data(), data_.size()}; }
+  std::vector<char>& storage() { return data_; }
+
+ private:
+  std::vector<char> data_;
+};
+
+namespace detail {
+
+class frame_out_buf : public std::streambuf {
+ public:
+  explicit frame_out_buf(frame_buffer& b) : b_(b) {}
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    b_.append(s, static_cast<std::size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (c != traits_type::eof()) {
+      char ch = static_cast<char>(c);
+      b_.append(&ch, 1);
+    }
+    return c;
+  }
+
+ private:
+  frame_buffer& b_;
+};
+
+class span_in_buf : public std::streambuf {
+ public:
+  explicit span_in_buf(std::span<const char> s) {
+    char* b = const_cast<char*>(s.data());
+    setg(b, b, b + s.size());
+  }
+  std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
+
+ protected:
+  std::streamsize xsgetn(char* s, std::streamsize n) override {
+    auto avail = egptr() - gptr();
+    if (n > avail) n = avail;
+    std::memcpy(s, gptr(), static_cast<std::size_t>(n));
+    gbump(static_cast<int>(n));
+    return n;
+  }
+};
+
+}  // namespace detail
+
+template <class... T>
+void serialize_into(frame_buffer& b, const T&... values) {
+  if constexpr (sizeof...(T) > 0) {
+    detail::frame_out_buf sb(b);
+    std::ostream os(&sb);
+    cereal::BinaryOutputArchive ar(os);
+    ar(values...);
+  }
+}
+
+// Throws cereal::Exception on a payload that does not hold the expected values,
+// and std::runtime_error when bytes are left over.
+template <class... T>
+void deserialize_from(std::span<const char> payload, T&... values) {
+  detail::span_in_buf sb(payload);
+  {
+    std::istream is(&sb);
+    cereal::BinaryInputArchive ar(is);
+    if constexpr (sizeof...(T) > 0) ar(values...);
+  }
+  if (sb.remaining() != 0) throw std::runtime_error("payload has trailing bytes");
+}
+
+// Error replies: code + message.
+inline void encode_error(frame_buffer& b, error_code code, const std::string& message) {
+  serialize_into(b, static_cast<std::uint8_t>(code), message);
+}
+inline std::pair<error_code, std::string> decode_error(std::span<const char> payload) {
+  std::uint8_t code = 0;
+  std::string msg;
+  try {
+    deserialize_from(payload, code, msg);
+  } catch (const std::exception& e) {
+    return {error_code::remote_exception, std::string("malformed error reply: ") + e.what()};
+  }
+  return {static_cast<error_code>(code), std::move(msg)};
+}
+
+}  // namespace tlaunch::wire

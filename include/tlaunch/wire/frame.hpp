@@ -1,0 +1,121 @@
+// Frames on the wire: a fixed 32-byte little-endian header, then the payload.
+// This layer knows nothing of sockets; docs/PROTOCOL.md is its specification.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tlaunch::wire {
+
+inline constexpr std::uint16_t protocol_version = 1;
+inline constexpr std::size_t header_size = 32;
+inline constexpr std::uint32_t default_max_frame = 256u << 20;  // payload bytes
+
+enum class kind : std::uint8_t {
+  hello = 1,        // connector -> acceptor, then acceptor -> connector
+  auth = 2,         // connector -> acceptor: proof of the launch secret
+  refuse = 3,       // either side, then close: payload is a reason string
+  call = 4,         // target = instance, method = method id, payload = args
+  reply = 5,        // call_id = the call's id, payload = result
+  error_reply = 6,  // call_id = the call's id, payload = error code + message
+  cancel = 7,       // call_id = a call the caller no longer waits for
+  // Control frames between a node process and its coordinator.
+  reg = 16,            // node -> coordinator: role, listen address
+  directory = 17,      // coordinator -> node: every instance's address; start
+  stop = 18,           // coordinator -> node: stop now (grace period in payload)
+  node_done = 19,      // node -> coordinator: run() returned
+  node_failed = 20,    // node -> coordinator: run() threw (message)
+  stop_request = 21,   // node -> coordinator: ctx.stop_program()
+};
+
+constexpr bool is_known_kind(std::uint8_t k) {
+  return (k >= 1 && k <= 7) || (k >= 16 && k <= 21);
+}
+
+// Error codes carried by error_reply.
+enum class error_code : std::uint8_t {
+  remote_exception = 1,  // the method threw
+  no_such_method = 2,
+  no_such_node = 3,
+  bad_arguments = 4,  // payload did not deserialize
+  stopping = 5,       // the node is stopping
+};
+
+struct frame_header {
+  std::uint32_t size = 0;  // payload bytes after the header
+  kind type = kind::call;
+  std::uint8_t flags = 0;
+  std::uint16_t reserved = 0;
+  std::uint32_t target = 0;  // instance id (calls)
+  std::uint32_t aux = 0;     // deadline in ms for calls (0 = none), else 0
+  std::uint64_t call_id = 0;
+  std::uint64_t method = 0;
+};
+
+namespace detail {
+inline void put16(unsigned char* p, std::uint16_t v) {
+  p[0] = v & 0xff;
+  p[1] = v >> 8;
+}
+inline void put32(unsigned char* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+inline void put64(unsigned char* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+inline std::uint16_t get16(const unsigned char* p) { return std::uint16_t(p[0] | (p[1] << 8)); }
+inline std::uint32_t get32(const unsigned char* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+inline std::uint64_t get64(const unsigned char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+}  // namespace detail
+
+inline void encode_header(const frame_header& h, void* out) {
+  auto* p = static_cast<unsigned char*>(out);
+  detail::put32(p, h.size);
+  p[4] = static_cast<unsigned char>(h.type);
+  p[5] = h.flags;
+  detail::put16(p + 6, h.reserved);
+  detail::put32(p + 8, h.target);
+  detail::put32(p + 12, h.aux);
+  detail::put64(p + 16, h.call_id);
+  detail::put64(p + 24, h.method);
+}
+
+// Why a header was rejected; empty when it is fine.
+struct header_check {
+  frame_header header;
+  std::string problem;
+};
+
+inline header_check decode_header(const void* in, std::uint32_t max_frame) {
+  auto* p = static_cast<const unsigned char*>(in);
+  header_check r;
+  r.header.size = detail::get32(p);
+  r.header.type = static_cast<kind>(p[4]);
+  r.header.flags = p[5];
+  r.header.reserved = detail::get16(p + 6);
+  r.header.target = detail::get32(p + 8);
+  r.header.aux = detail::get32(p + 12);
+  r.header.call_id = detail::get64(p + 16);
+  r.header.method = detail::get64(p + 24);
+  if (!is_known_kind(p[4]))
+    r.problem = "unknown frame kind " + std::to_string(p[4]);
+  else if (r.header.size > max_frame)
+    r.problem = "frame of " + std::to_string(r.header.size) + " bytes exceeds the maximum of " +
+                std::to_string(max_frame);
+  else if (r.header.reserved != 0)
+    r.problem = "reserved header bits set";
+  return r;
+}
+
+}  // namespace tlaunch::wire

@@ -226,6 +226,22 @@ TEST_SUITE("ssh_session") {
     CHECK(r.out == "root\nok\n");
   }
 
+  TEST_CASE("the connection has TCP keepalive on, so a dead link is noticed") {
+    auto o = options();
+    o.keepalive_idle_s = 7;
+    auto s = ssh::session::connect(host("127.0.0.3"), o);
+    // our end of the connection, as the kernel shows it
+    std::string cmd = "ss -tnoH state established dst 127.0.0.3:" + std::to_string(env().port);
+    std::string table;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[512];
+      while (std::fgets(buf, sizeof buf, p) != nullptr) table += buf;
+      ::pclose(p);
+    }
+    CAPTURE(table);
+    CHECK(contains(table, "timer:(keepalive,"));
+  }
+
   TEST_CASE("exec keeps stdout and stderr apart and reports the exit code after the output") {
     auto s = ssh::session::connect(host(), options());
     recorder rec;

@@ -66,6 +66,11 @@ struct session_options {
   bool accept_new = false;  // record an unknown host key instead of refusing the host
   std::string known_hosts;  // "" = ~/.ssh/known_hosts
   int connect_timeout_s = 10;
+  // TCP keepalive on the connection: a dead link is noticed after about
+  // idle + interval * count seconds (libssh alone would block on it forever).
+  int keepalive_idle_s = 5;
+  int keepalive_interval_s = 2;
+  int keepalive_count = 3;
   // Remote directory holding one folder per build id; relative paths are under the remote
   // home. Worth changing when the home on the hosts is small or shared over NFS.
   std::string cache_dir = ".cache/tlaunch";
@@ -735,10 +740,12 @@ class remote_child final : public launch::child {
   std::shared_ptr<channel_state> st_;
 };
 
-inline void set_keepalive(int fd) {
-  // libssh blocks forever on a dead link; let the kernel notice within ~11 s.
-  int on = 1, idle = 5, intvl = 2, cnt = 3;
-  unsigned user_timeout_ms = (idle + intvl * cnt) * 1000;
+inline void set_keepalive(int fd, const session_options& o) {
+  // libssh blocks forever on a dead link: let the kernel notice it. TCP_USER_TIMEOUT covers
+  // the case keepalive does not: data sent but never acknowledged.
+  int on = 1, idle = std::max(1, o.keepalive_idle_s), intvl = std::max(1, o.keepalive_interval_s),
+      cnt = std::max(1, o.keepalive_count);
+  unsigned user_timeout_ms = static_cast<unsigned>(idle + intvl * cnt) * 1000;
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
@@ -851,7 +858,7 @@ inline session session::connect(const host_spec& host, const session_options& op
   }
 
   if (ssh_connect(s) != SSH_OK) throw fail("cannot connect: " + std::string(ssh_get_error(s)));
-  detail::set_keepalive(ssh_get_fd(s));
+  detail::set_keepalive(ssh_get_fd(s), options);
 
   const std::string known =
       options.known_hosts.empty() ? std::string("~/.ssh/known_hosts") : options.known_hosts;

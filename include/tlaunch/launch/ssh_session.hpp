@@ -129,7 +129,7 @@ class session {
   // Copies local_path to <cache_dir>/<build_id>/<basename> on the host (0755) and returns the
   // remote absolute path. Skipped when a file of the same size is already there; written under
   // a temporary name and renamed, so a crash never leaves a truncated binary under the final
-  // name. progress(done, total) is called from the session's I/O thread.
+  // name. progress(done, total) is called from the session's I/O thread and must not throw.
   std::string upload_cached(
       const std::string& local_path, const std::string& build_id,
       std::function<void(std::uint64_t done, std::uint64_t total)> progress = {});

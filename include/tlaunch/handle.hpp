@@ -69,8 +69,15 @@ struct future_handler {
 };
 
 template <class R>
-using completion_signature =
-    std::conditional_t<std::is_void_v<R>, void(std::exception_ptr), void(std::exception_ptr, R)>;
+struct completion_signature_of {
+  using type = void(std::exception_ptr, R);
+};
+template <>
+struct completion_signature_of<void> {
+  using type = void(std::exception_ptr);
+};
+template <class R>
+using completion_signature = typename completion_signature_of<R>::type;
 
 template <class S, auto M>
 constexpr bool check_call() {

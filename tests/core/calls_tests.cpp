@@ -1,0 +1,208 @@
+// Calls through handles, the way a user writes them, on both paths: direct
+// (local_mt) and over the wire (local_mt with force_wire, loopback TCP).
+#include <doctest/doctest.h>
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tlaunch/tlaunch.hpp>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Account {
+  std::int64_t balance = 0;
+  int inside = 0;        // calls currently inside slow_add
+  int max_inside = 0;    // must stay 1: actor semantics
+  int interleavings = 0; // another call ran while one was suspended
+
+  asio::awaitable<std::int64_t> slow_add(std::int64_t k) {
+    ++inside;
+    max_inside = std::max(max_inside, inside);
+    std::int64_t before = balance;
+    asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
+    --inside;  // suspended: others may run now, but never at the same time
+    co_await t.async_wait(asio::use_awaitable);
+    ++inside;
+    max_inside = std::max(max_inside, inside);
+    if (balance != before) ++interleavings;
+    balance += k;
+    --inside;
+    co_return balance;
+  }
+  std::int64_t add(std::int64_t k) {
+    ++inside;
+    max_inside = std::max(max_inside, inside);
+    balance += k;
+    --inside;
+    return balance;
+  }
+  std::int64_t get() const { return balance; }
+  int max_concurrency() const { return max_inside; }
+  int interleaved() const { return interleavings; }
+  void fail(std::string why) { throw std::runtime_error(why); }
+  asio::awaitable<void> fail_later(std::string why) {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    throw std::invalid_argument(why);
+  }
+  asio::awaitable<int> sleep_ms(int ms) {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+    co_await t.async_wait(asio::use_awaitable);
+    co_return ms;
+  }
+  std::vector<char> echo(std::vector<char> v) { return v; }
+  std::string concat(std::string a, const std::string& b, int n) {
+    std::string r;
+    for (int i = 0; i < n; ++i) r += a + b;
+    return r;
+  }
+  using rpc = tlaunch::methods<&Account::slow_add, &Account::add, &Account::get,
+                               &Account::max_concurrency, &Account::interleaved, &Account::fail,
+                               &Account::fail_later, &Account::sleep_ms, &Account::echo,
+                               &Account::concat>;
+};
+
+constexpr auto bank = tlaunch::program(tlaunch::node<"account", Account>(),
+                                       tlaunch::node<"other", Account>().replicas(3));
+
+struct Caller {
+  tlaunch::handle<Account> acc;
+  std::string try_sync() {
+    try {
+      acc.sync<&Account::get>();
+    } catch (const std::logic_error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  using rpc = tlaunch::methods<&Caller::try_sync>;
+};
+
+tlaunch::launch::options opts(bool wire) {
+  tlaunch::launch::options o;
+  o.force_wire = wire;
+  o.grace = 2s;
+  return o;
+}
+
+}  // namespace
+
+TEST_SUITE("calls") {
+  TEST_CASE("sync calls return values and carry arguments") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::testing::test_launch t(bank, opts(wire));
+      auto acc = t.get<"account">();
+      CHECK(acc.sync<&Account::add>(5) == 5);
+      CHECK(acc.sync<&Account::slow_add>(7) == 12);
+      CHECK(acc.sync<&Account::get>() == 12);
+      CHECK(acc.sync<&Account::concat>(std::string("ab"), std::string("c"), 3) == "abcabcabc");
+      std::vector<char> big(3 << 20);
+      for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+      CHECK(acc.sync<&Account::echo>(big) == big);
+      // Replicas are distinct instances.
+      CHECK(t.get<"other">(1).sync<&Account::add>(1) == 1);
+      CHECK(t.get<"other">(2).sync<&Account::add>(2) == 2);
+      CHECK(t.get<"other">(1).sync<&Account::get>() == 1);
+    }
+  }
+
+  TEST_CASE("methods of one node never run at the same time") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::testing::test_launch t(bank, opts(wire));
+      auto acc = t.get<"account">();
+      std::vector<tlaunch::future<std::int64_t>> fs;
+      for (int i = 0; i < 200; ++i) {
+        fs.push_back(acc.async<&Account::slow_add>(1));
+        fs.push_back(acc.async<&Account::add>(1));
+      }
+      std::vector<std::thread> callers;
+      for (int k = 0; k < 4; ++k)
+        callers.emplace_back([&] {
+          for (int i = 0; i < 50; ++i) acc.sync<&Account::add>(1);
+        });
+      for (auto& c : callers) c.join();
+      for (auto& f : fs) f.get();
+      CHECK(acc.sync<&Account::get>() == 600);
+      CHECK(acc.sync<&Account::max_concurrency>() == 1);
+      // They did interleave at co_await: slow_add suspended while others ran.
+      CHECK(acc.sync<&Account::interleaved>() > 0);
+    }
+  }
+
+  TEST_CASE("a method that throws gives remote_error naming node, method and message") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::testing::test_launch t(bank, opts(wire));
+      auto acc = t.get<"other">(2);
+      try {
+        acc.sync<&Account::fail>(std::string("insufficient funds"));
+        FAIL("no exception");
+      } catch (const tlaunch::remote_error& e) {
+        CHECK(e.node() == "other/2");
+        CHECK(e.method() == "{anonymous}::Account::fail");
+        CHECK(e.remote_what() == "insufficient funds");
+        CHECK(std::string(e.what()).find("other/2") != std::string::npos);
+      }
+      CHECK_THROWS_AS(acc.sync<&Account::fail_later>(std::string("later")), tlaunch::remote_error);
+      // The node keeps serving.
+      CHECK(acc.sync<&Account::add>(3) == 3);
+    }
+  }
+
+  TEST_CASE("a deadline gives tlaunch::timeout") {
+    tlaunch::testing::test_launch t(bank, opts(true));
+    auto acc = t.get<"account">();
+    auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(acc.sync<&Account::sleep_ms>(tlaunch::call_options{.timeout = 50ms}, 2000),
+                    tlaunch::timeout);
+    CHECK(std::chrono::steady_clock::now() - start < 1500ms);
+    CHECK(acc.sync<&Account::sleep_ms>(tlaunch::call_options{.timeout = 2000ms}, 1) == 1);
+  }
+
+  TEST_CASE("Asio cancellation cancels a call in flight") {
+    using namespace asio::experimental::awaitable_operators;
+    tlaunch::testing::test_launch t(bank, opts(true));
+    auto acc = t.get<"account">();
+    asio::io_context io;
+    auto fut = asio::co_spawn(
+        io,
+        [acc]() -> asio::awaitable<int> {
+          asio::steady_timer timer(co_await asio::this_coro::executor, 30ms);
+          auto r = co_await (acc.call<&Account::sleep_ms>(5000) ||
+                             timer.async_wait(asio::use_awaitable));
+          co_return static_cast<int>(r.index());
+        },
+        asio::use_future);
+    io.run();
+    CHECK(fut.get() == 1);  // the timer won; the call was cancelled
+    CHECK(acc.sync<&Account::get>() == 0);
+  }
+
+  TEST_CASE("sync on an io thread is refused with a clear error") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"account", Account>(),
+                                        tlaunch::node<"caller", Caller>(tlaunch::ref<"account">));
+    tlaunch::testing::test_launch t(p, opts(false));
+    auto msg = t.get<"caller">().sync<&Caller::try_sync>();
+    CHECK(msg.find("io thread") != std::string::npos);
+  }
+
+  TEST_CASE("a call to a stopped program fails as unavailable") {
+    auto o = opts(true);
+    std::optional<tlaunch::handle<Account>> acc;
+    {
+      tlaunch::testing::test_launch t(bank, o);
+      acc = t.get<"account">();
+      CHECK(acc->sync<&Account::add>(1) == 1);
+      t.stop();
+      CHECK(t.wait() == 0);
+    }
+  }
+}

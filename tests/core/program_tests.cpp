@@ -1,0 +1,150 @@
+// Program graphs: refs become handles, replicas become handle groups, run()
+// bodies start after construction and stop the program when they end.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <tlaunch/tlaunch.hpp>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Worker {
+  int id = -1;
+  int scale = 1;
+  Worker() = default;
+  explicit Worker(int s) : scale(s) {}
+  int work(int x) { return x * scale; }
+  asio::awaitable<void> reset() { co_return; }
+  using rpc = tlaunch::methods<&Worker::work, &Worker::reset>;
+};
+
+std::atomic<int> finished_runs{0};
+std::atomic<std::int64_t> gathered{0};
+
+struct Boss {
+  tlaunch::handles<Worker> workers;
+  tlaunch::handle<Worker> single;
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    auto all = co_await workers.broadcast<&Worker::work>(2);
+    gathered = std::accumulate(all.begin(), all.end(), std::int64_t{0});
+    co_await workers.broadcast<&Worker::reset>();
+    gathered += co_await single.call<&Worker::work>(100);
+    ctx.log("boss {} of {} done", ctx.index(), ctx.replicas());
+    ++finished_runs;
+  }
+};
+
+constexpr auto graph = tlaunch::program(
+    tlaunch::node<"worker", Worker>(3).replicas(4), tlaunch::node<"lone", Worker>(5),
+    tlaunch::node<"boss", Boss>(tlaunch::ref<"worker">, tlaunch::ref<"lone">));
+
+static_assert(graph.size == 3, "the program is a constexpr value");
+
+struct Stopper {
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    co_await ctx.sleep_for(5ms);
+    ctx.stop_program();
+    co_await ctx.stopped();
+  }
+};
+struct Sleeper {  // waits until the program stops
+  asio::awaitable<void> run(tlaunch::context& ctx) { co_await ctx.stopped(); }
+};
+struct Thrower {
+  asio::awaitable<void> run(tlaunch::context&) {
+    throw std::runtime_error("thrower broke");
+    co_return;
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("program") {
+  TEST_CASE("refs become handles and handle groups; the program ends when every run() ends") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      finished_runs = 0;
+      tlaunch::launch::options o;
+      o.force_wire = wire;
+      tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
+      CHECK(tlaunch::launch::run_local_mt(graph, o, out) == 0);
+      CHECK(finished_runs == 1);
+      CHECK(gathered == 4 * 2 * 3 + 500);
+    }
+  }
+
+  TEST_CASE("--replicas overrides the count; an unknown node is refused by name") {
+    finished_runs = 0;
+    tlaunch::launch::options o;
+    o.replicas["worker"] = 7;
+    tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
+    CHECK(tlaunch::launch::run_local_mt(graph, o, out) == 0);
+    CHECK(gathered == 7 * 2 * 3 + 500);
+    o.replicas = {{"wroker", 2}};
+    CHECK_THROWS_WITH_AS(tlaunch::launch::run_local_mt(graph, o, out),
+                         doctest::Contains("wroker"), tlaunch::launch_error);
+  }
+
+  TEST_CASE("a single handle to a replicated node is refused at launch, naming both nodes") {
+    struct Needy {
+      tlaunch::handle<Worker> w;
+    };
+    constexpr auto p = tlaunch::program(tlaunch::node<"worker", Worker>().replicas(2),
+                                        tlaunch::node<"needy", Needy>(tlaunch::ref<"worker">));
+    tlaunch::launch::options o;
+    tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
+    try {
+      tlaunch::launch::run_local_mt(p, o, out);
+      FAIL("no error");
+    } catch (const tlaunch::launch_error& e) {
+      std::string m = e.what();
+      CHECK(m.find("needy") != std::string::npos);
+      CHECK(m.find("worker") != std::string::npos);
+      CHECK(m.find("handles<") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("stop_program stops bodies waiting in ctx.stopped()") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"stopper", Stopper>(),
+                                        tlaunch::node<"sleeper", Sleeper>().replicas(3));
+    tlaunch::launch::options o;
+    tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
+    CHECK(tlaunch::launch::run_local_mt(p, o, out) == 0);
+  }
+
+  TEST_CASE("a run() that throws stops the program with exit code 1, naming the node") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"thrower", Thrower>(),
+                                        tlaunch::node<"sleeper", Sleeper>());
+    tlaunch::launch::options o;
+    char* buf = nullptr;
+    std::size_t len = 0;
+    std::FILE* mem = open_memstream(&buf, &len);
+    {
+      tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never, {}, mem, mem);
+      CHECK(tlaunch::launch::run_local_mt(p, o, out) == 1);
+    }
+    std::fclose(mem);
+    std::string text(buf, len);
+    std::free(buf);
+    CHECK(text.find("thrower/0") != std::string::npos);
+    CHECK(text.find("thrower broke") != std::string::npos);
+  }
+
+  TEST_CASE("ctx.spawn gives an in-process actor called directly") {
+    struct Spawner {
+      asio::awaitable<void> run(tlaunch::context& ctx) {
+        auto w = ctx.spawn<Worker>(6);
+        gathered = co_await w.call<&Worker::work>(7);
+      }
+    };
+    constexpr auto p = tlaunch::program(tlaunch::node<"spawner", Spawner>());
+    tlaunch::launch::options o;
+    o.force_wire = true;  // spawned actors are in-process even then
+    tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
+    CHECK(tlaunch::launch::run_local_mt(p, o, out) == 0);
+    CHECK(gathered == 42);
+  }
+}

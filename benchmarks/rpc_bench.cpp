@@ -1,0 +1,457 @@
+// rpc_bench: tlaunch call latency and throughput, beside a plain Asio TCP echo over
+// the same path in the same run. It is itself a tlaunch program (a ping service and
+// a driver), so it runs under every launch type:
+//
+//   ./rpc_bench                                   # local_mt: both nodes in one process
+//   ./rpc_bench --launch=local_mp -- --count=100000 --pin
+//   ./rpc_bench --launch=ssh --hosts=h1,h2 --place ping=h2 -- --count=100000
+//
+// The ping node also serves the baseline echo (and gRPC's ping when built with it)
+// on the address its tlaunch server bound, so every figure is measured between the
+// same two processes.
+#include <sched.h>
+#include <unistd.h>
+
+#include <tlaunch/tlaunch.hpp>
+
+#include <asio/steady_timer.hpp>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baseline.hpp"
+#include "stats.hpp"
+#ifdef TLAUNCH_BENCH_GRPC
+#include "grpc/grpc_ping.hpp"
+#endif
+
+namespace bench = tlaunch::bench;
+
+namespace {
+
+// Pins every thread of this process to one CPU (sched_setaffinity(0) would pin only
+// the calling thread, and the io pool has several).
+bool pin_process(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  bool ok = true;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    pid_t tid = static_cast<pid_t>(std::stol(e.path().filename().string()));
+    if (::sched_setaffinity(tid, sizeof set, &set) != 0) ok = false;
+  }
+  return ok && !ec;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+// ----- the service ------------------------------------------------------------------
+
+struct Ping {
+  std::int64_t add(std::int32_t a, std::int32_t b) { return std::int64_t{a} + b; }
+  std::vector<char> echo(std::vector<char> p) { return p; }
+
+  // "host:port" of the baseline echo server, empty until run() has started it.
+  std::string baseline_address() { return baseline_; }
+  std::string grpc_address() { return grpc_; }
+  // Which process this is, so the driver can tell whether they share one.
+  std::string process() { return host_name() + "/" + std::to_string(::getpid()); }
+  bool pin(std::int32_t cpu) { return pin_process(cpu); }
+
+  using rpc = tlaunch::methods<&Ping::add, &Ping::echo, &Ping::baseline_address, &Ping::grpc_address,
+                               &Ping::process, &Ping::pin>;
+
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    auto host = ctx.listen_host();
+    echo_ = std::make_unique<bench::echo_server>(ctx.executor());
+    auto port = echo_->start(host);
+#ifdef TLAUNCH_BENCH_GRPC
+    grpc_server_ = std::make_unique<bench::grpc_ping_server>(host);
+    grpc_ = host + ":" + std::to_string(grpc_server_->port());
+#endif
+    baseline_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                std::to_string(port);
+    co_await ctx.stopped();
+    echo_->stop();
+  }
+
+ private:
+  std::unique_ptr<bench::echo_server> echo_;
+  std::string baseline_, grpc_;
+#ifdef TLAUNCH_BENCH_GRPC
+  std::unique_ptr<bench::grpc_ping_server> grpc_server_;
+#endif
+};
+
+// ----- options ------------------------------------------------------------------------
+
+struct bench_options {
+  std::size_t payload = 8;  // 8: Ping::add (two int32 in, one int64 out); else Ping::echo
+  std::size_t count = 20000;
+  std::size_t warmup = 1000;
+  std::size_t inflight = 64;
+  std::size_t bulk_count = 200;
+  std::size_t bulk_bytes = 1 << 20;
+  std::size_t rounds = 4;  // baseline and tlaunch alternate, so drift hits both alike
+  bool json = false;
+  bool pin = false;
+  bool histogram = true;
+};
+
+constexpr const char* usage =
+    "rpc_bench options (after --):\n"
+    "  --payload=BYTES     call payload; 8 (default) calls add(int32, int32) -> int64,\n"
+    "                      anything else calls echo(std::vector<char>) with that many bytes\n"
+    "  --count=N           timed sequential and pipelined calls (default 20000)\n"
+    "  --warmup=N          untimed calls before each measurement (default 1000)\n"
+    "  --inflight=K        calls in flight for the pipelined figure (default 64)\n"
+    "  --bulk-count=N      1 MiB echoes for the bulk figure (default 200)\n"
+    "  --rounds=N          alternate baseline and tlaunch in N rounds (default 4)\n"
+    "  --no-histogram      table only\n"
+    "  --json              one JSON object on stdout instead of the table\n"
+    "  --pin               pin driver and ping to separate CPUs (sched_setaffinity)\n";
+
+bench_options parse_options(const std::vector<std::string>& args) {
+  bench_options o;
+  auto number = [](const std::string& flag, const std::string& v) {
+    try {
+      std::size_t used = 0;
+      auto n = std::stoull(v, &used);
+      if (used != v.size()) throw std::invalid_argument(v);
+      return static_cast<std::size_t>(n);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("rpc_bench: " + flag + " wants a whole number, not '" + v + "'\n" + usage);
+    }
+  };
+  for (const auto& a : args) {
+    auto eq = a.find('=');
+    std::string flag = a.substr(0, eq), v = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (flag == "--payload") o.payload = number(flag, v);
+    else if (flag == "--count") o.count = number(flag, v);
+    else if (flag == "--warmup") o.warmup = number(flag, v);
+    else if (flag == "--inflight") o.inflight = number(flag, v);
+    else if (flag == "--bulk-count") o.bulk_count = number(flag, v);
+    else if (flag == "--rounds") o.rounds = number(flag, v);
+    else if (flag == "--json") o.json = true;
+    else if (flag == "--pin") o.pin = true;
+    else if (flag == "--no-histogram") o.histogram = false;
+    else throw std::invalid_argument("rpc_bench: unknown option '" + a + "'\n" + usage);
+  }
+  if (o.count == 0) throw std::invalid_argument("rpc_bench: --count must be at least 1");
+  if (o.rounds == 0) o.rounds = 1;
+  if (o.inflight == 0) o.inflight = 1;
+  return o;
+}
+
+// ----- the driver -----------------------------------------------------------------------
+
+class Driver {
+ public:
+  explicit Driver(tlaunch::handle<Ping> p) : ping(std::move(p)) {}
+
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    try {
+      co_await measure(ctx);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rpc_bench: %s\n", e.what());
+      ctx.stop_program();
+      throw;
+    }
+    ctx.stop_program();
+  }
+
+ private:
+  // The bytes tlaunch puts after its frame header for one call (cereal binary).
+  static std::size_t wire_payload(std::size_t payload) {
+    return payload == 8 ? 8 : 8 + payload;  // two int32, or a vector's u64 size + bytes
+  }
+
+  // One tlaunch call of the configured shape.
+  asio::awaitable<void> one_call(const tlaunch::handle<Ping>& h, const std::vector<char>& body,
+                                 std::int32_t i) {
+    if (use_add_) {
+      auto r = co_await h.call<&Ping::add>(i, 2);
+      if (r != std::int64_t{i} + 2) throw std::runtime_error("Ping::add returned a wrong sum");
+    } else {
+      auto r = co_await h.call<&Ping::echo>(body);
+      if (r.size() != body.size()) throw std::runtime_error("Ping::echo returned a wrong size");
+    }
+  }
+
+  asio::awaitable<double> tlaunch_sequential(const tlaunch::handle<Ping>& h, const std::vector<char>& body,
+                                             std::size_t warmup, std::size_t count,
+                                             bench::latency_recorder& rec) {
+    for (std::size_t i = 0; i < warmup; ++i) co_await one_call(h, body, static_cast<std::int32_t>(i));
+    auto start = bench::bench_clock::now();
+    for (std::size_t i = 0; i < count; ++i) {
+      auto t0 = bench::bench_clock::now();
+      co_await one_call(h, body, static_cast<std::int32_t>(i));
+      rec.add(bench::elapsed_ns(t0));
+    }
+    co_return double(bench::elapsed_ns(start)) / 1e9;
+  }
+
+  // K calls in flight through futures; each is awaited in order and replaced at once.
+  template <auto M, class... A>
+  asio::awaitable<double> tlaunch_pipelined_with(std::size_t inflight, std::size_t count,
+                                                 bench::latency_recorder& rec, const A&... args) {
+    using F = decltype(ping.async<M>(args...));
+    std::deque<std::pair<F, bench::bench_clock::time_point>> q;
+    std::size_t started = 0;
+    auto start = bench::bench_clock::now();
+    while (started < count && q.size() < inflight) {
+      q.emplace_back(ping.async<M>(args...), bench::bench_clock::now());
+      ++started;
+    }
+    while (!q.empty()) {
+      co_await q.front().first.async_wait();
+      rec.add(bench::elapsed_ns(q.front().second));
+      q.pop_front();
+      if (started < count) {
+        q.emplace_back(ping.async<M>(args...), bench::bench_clock::now());
+        ++started;
+      }
+    }
+    co_return double(bench::elapsed_ns(start)) / 1e9;
+  }
+
+  asio::awaitable<double> tlaunch_pipelined(const std::vector<char>& body, std::size_t inflight,
+                                            std::size_t count, bench::latency_recorder& rec) {
+    if (use_add_) co_return co_await tlaunch_pipelined_with<&Ping::add>(inflight, count, rec, 1, 2);
+    co_return co_await tlaunch_pipelined_with<&Ping::echo>(inflight, count, rec, body);
+  }
+
+  // The ping node starts its servers in run(), which may begin after ours.
+  template <auto M>
+  asio::awaitable<std::string> address_of(tlaunch::context& ctx) {
+    for (int i = 0; i < 5000; ++i) {
+      auto a = co_await ping.call<M>();
+      if (!a.empty()) co_return a;
+      co_await ctx.sleep_for(std::chrono::milliseconds(1));
+    }
+    throw std::runtime_error("the ping node did not start its servers within 5 s");
+  }
+
+  asio::awaitable<void> measure(tlaunch::context& ctx) {
+    auto o = parse_options(ctx.args());
+    use_add_ = o.payload == 8;
+    std::vector<char> body(use_add_ ? 8 : o.payload, 'x');
+    const std::size_t wire = wire_payload(o.payload);
+    const std::size_t bulk_wire = wire_payload(o.bulk_bytes);
+    std::vector<char> bulk_body(o.bulk_bytes, 'b');
+
+    auto ping_process = co_await ping.call<&Ping::process>();
+    std::string my_process = host_name() + "/" + std::to_string(::getpid());
+    bool shared_process = ping_process == my_process;
+    std::string pinned = "no";
+    if (o.pin) {
+      if (shared_process) {
+        pinned = "no (ping and driver share a process; use --launch=local_mp)";
+      } else {
+        bool a = pin_process(0);
+        bool b = co_await ping.call<&Ping::pin>(1);
+        pinned = a && b ? "driver cpu 0, ping cpu 1" : "failed (sched_setaffinity)";
+      }
+    }
+
+    auto address = co_await address_of<&Ping::baseline_address>(ctx);
+    auto colon = address.rfind(':');
+    std::string bhost = address.substr(0, colon);
+    if (bhost.size() > 2 && bhost.front() == '[') bhost = bhost.substr(1, bhost.size() - 2);
+    auto bport = static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)));
+    auto sock = co_await bench::connect_echo(bhost, bport);
+
+    if (!o.json)
+      std::printf("rpc_bench: ping %s, driver %s, baseline echo at %s, payload %zu B (%s), pin: %s\n",
+                  ping_process.c_str(), my_process.c_str(), address.c_str(), o.payload,
+                  use_add_ ? "add(int32, int32) -> int64" : "echo(vector<char>)", pinned.c_str());
+
+    // Sequential: rounds alternate baseline and tlaunch; warm-up before each first round.
+    bench::latency_recorder seq_b, seq_t, pipe_b, pipe_t, bulk_b, bulk_t, local_t;
+    double wall_seq_b = 0, wall_seq_t = 0, wall_pipe_b = 0, wall_pipe_t = 0;
+    std::size_t per_round = std::max<std::size_t>(1, o.count / o.rounds);
+    for (std::size_t r = 0; r < o.rounds; ++r) {
+      std::size_t w = r == 0 ? o.warmup : 0;
+      wall_seq_b += (co_await bench::echo_sequential(sock, wire, w, per_round, seq_b)).wall_seconds;
+      wall_seq_t += co_await tlaunch_sequential(ping, body, w, per_round, seq_t);
+    }
+    // Pipelined.
+    for (std::size_t r = 0; r < o.rounds; ++r) {
+      wall_pipe_b += (co_await bench::echo_pipelined(sock, wire, o.inflight, per_round, pipe_b)).wall_seconds;
+      wall_pipe_t += co_await tlaunch_pipelined(body, o.inflight, per_round, pipe_t);
+    }
+    // Bulk: the baseline with both write strategies, keeping the faster.
+    double wall_bulk_t = 0;
+    std::optional<bench::summary> bulk_best;
+    bench::write_mode bulk_mode = bench::write_mode::write_some_loop;
+    if (o.bulk_count > 0) {
+      std::size_t bw = std::min<std::size_t>(o.warmup, 5);
+      for (auto mode : {bench::write_mode::write_some_loop, bench::write_mode::async_write}) {
+        bench::latency_recorder rec;
+        auto s = co_await bench::echo_sequential(sock, bulk_wire, bw, o.bulk_count, rec, mode);
+        if (!bulk_best || s.mb_per_second() > bulk_best->mb_per_second()) {
+          bulk_best = s;
+          bulk_mode = mode;
+          bulk_b = std::move(rec);
+        }
+      }
+      use_add_ = false;
+      for (std::size_t i = 0; i < bw; ++i) co_await one_call(ping, bulk_body, 0);
+      auto start = bench::bench_clock::now();
+      for (std::size_t i = 0; i < o.bulk_count; ++i) {
+        auto t0 = bench::bench_clock::now();
+        co_await one_call(ping, bulk_body, 0);
+        bulk_t.add(bench::elapsed_ns(t0));
+      }
+      wall_bulk_t = double(bench::elapsed_ns(start)) / 1e9;
+      use_add_ = o.payload == 8;
+    }
+    // Colocated: an in-process Ping, called directly.
+    auto local = ctx.spawn<Ping>();
+    auto wall_local = co_await tlaunch_sequential(local, body, o.warmup, o.count, local_t);
+    sock.close();
+
+    // gRPC: blocking client on its own thread, so the io pool keeps serving.
+    std::optional<bench::summary> grpc_seq;
+    bench::latency_recorder grpc_rec;
+#ifdef TLAUNCH_BENCH_GRPC
+    {
+      auto gaddr = co_await address_of<&Ping::grpc_address>(ctx);
+      auto job = std::async(std::launch::async, [&] {
+        return bench::grpc_sequential(gaddr, o.warmup, o.count, grpc_rec);
+      });
+      asio::steady_timer t(co_await asio::this_coro::executor);
+      while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        t.expires_after(std::chrono::milliseconds(5));
+        co_await t.async_wait(asio::use_awaitable);
+      }
+      grpc_seq = job.get();
+    }
+#endif
+
+    const std::uint64_t bytes = 2 * std::uint64_t(per_round * o.rounds) * wire;
+    auto sb = seq_b.summarize(wall_seq_b, bytes), st = seq_t.summarize(wall_seq_t, bytes);
+    auto pb = pipe_b.summarize(wall_pipe_b, bytes), pt = pipe_t.summarize(wall_pipe_t, bytes);
+    auto bb = bulk_best.value_or(bench::summary{});
+    auto bt = bulk_t.summarize(wall_bulk_t, 2 * std::uint64_t(o.bulk_count) * bulk_wire);
+    auto lt = local_t.summarize(wall_local);
+
+    std::string shape = use_add_ ? "8 B add" : std::to_string(o.payload) + " B echo";
+    std::string pipe_name = "pipelined x" + std::to_string(o.inflight);
+    std::vector<bench::comparison> rows;
+    auto time_row = [&](std::string scen, std::string metric, double v, std::optional<double> base,
+                        std::optional<double> target) {
+      bench::comparison c;
+      c.scenario = std::move(scen);
+      c.metric = std::move(metric);
+      c.value = v;
+      c.baseline = base;
+      c.target_ratio = target;
+      rows.push_back(std::move(c));
+    };
+    auto rate_row = [&](std::string scen, std::string metric, double v, std::optional<double> base,
+                        std::optional<double> target) {
+      time_row(std::move(scen), std::move(metric), v, base, target);
+      rows.back().is_time = false;
+    };
+    // The targets are set for the 8-byte call; other payloads show ratios only.
+    // They are also cross-process targets: in one process the handle calls directly.
+    auto target = [&](double t) {
+      return use_add_ && !shared_process ? std::optional<double>(t) : std::nullopt;
+    };
+    time_row("sequential " + shape, "p50", double(st.p50_ns), double(sb.p50_ns), target(1.1));
+    time_row("sequential " + shape, "p90", double(st.p90_ns), double(sb.p90_ns), std::nullopt);
+    time_row("sequential " + shape, "p99", double(st.p99_ns), double(sb.p99_ns), target(1.3));
+    time_row("sequential " + shape, "p99.9", double(st.p999_ns), double(sb.p999_ns), std::nullopt);
+    time_row("sequential " + shape, "max", double(st.max_ns), double(sb.max_ns), std::nullopt);
+    rate_row("sequential " + shape, "calls/s", st.calls_per_second(), sb.calls_per_second(), std::nullopt);
+    time_row(pipe_name, "p50", double(pt.p50_ns), double(pb.p50_ns), std::nullopt);
+    rate_row(pipe_name, "calls/s", pt.calls_per_second(), pb.calls_per_second(),
+             o.inflight == 64 ? target(0.7) : std::nullopt);
+    if (o.bulk_count > 0) {
+      time_row("bulk 1 MiB echo", "p50", double(bt.p50_ns), double(bb.p50_ns), std::nullopt);
+      rate_row("bulk 1 MiB echo", "MB/s", bt.mb_per_second(), bb.mb_per_second(),
+               o.bulk_bytes == (1u << 20) && !shared_process ? std::optional<double>(0.8)
+                                                             : std::nullopt);
+    }
+    time_row("colocated " + shape, "p50", double(lt.p50_ns), std::nullopt, std::nullopt);
+    if (use_add_) rows.back().target_value = 1000;
+    time_row("colocated " + shape, "p99", double(lt.p99_ns), std::nullopt, std::nullopt);
+    rate_row("colocated " + shape, "calls/s", lt.calls_per_second(), std::nullopt, std::nullopt);
+    if (grpc_seq) {
+      // Here the baseline is gRPC: tlaunch should be at most a quarter of it.
+      time_row("sequential " + shape, "p50", double(st.p50_ns), double(grpc_seq->p50_ns),
+               use_add_ ? std::optional<double>(0.25) : std::nullopt);
+      rows.back().baseline_name = "grpc";
+      time_row("sequential " + shape, "p99", double(st.p99_ns), double(grpc_seq->p99_ns), std::nullopt);
+      rows.back().baseline_name = "grpc";
+    }
+
+    if (o.json) {
+      std::vector<std::pair<std::string, std::string>> config = {
+          {"payload", std::to_string(o.payload)},
+          {"call", bench::json_string(use_add_ ? "add" : "echo")},
+          {"wire_payload", std::to_string(wire)},
+          {"count", std::to_string(o.count)},
+          {"warmup", std::to_string(o.warmup)},
+          {"inflight", std::to_string(o.inflight)},
+          {"bulk_count", std::to_string(o.bulk_count)},
+          {"bulk_bytes", std::to_string(o.bulk_bytes)},
+          {"rounds", std::to_string(o.rounds)},
+          {"baseline_bulk_write", bench::json_string(bench::to_string(bulk_mode))},
+          {"ping_process", bench::json_string(ping_process)},
+          {"driver_process", bench::json_string(my_process)},
+          {"same_process", shared_process ? "true" : "false"},
+          {"pin", bench::json_string(pinned)},
+      };
+      std::vector<bench::named_summary> results = {
+          {"baseline_sequential", sb}, {"tlaunch_sequential", st}, {"baseline_pipelined", pb},
+          {"tlaunch_pipelined", pt},   {"baseline_bulk", bb},      {"tlaunch_bulk", bt},
+          {"colocated_sequential", lt}};
+      if (grpc_seq) results.emplace_back("grpc_sequential", *grpc_seq);
+      std::fputs(bench::to_json(config, results, rows).c_str(), stdout);
+    } else {
+      std::printf("\n%s", bench::format_table(rows).c_str());
+      std::printf("(ratio = tlaunch / baseline; baseline = plain Asio echo of the same bytes%s;\n"
+                  " bulk MB/s counts both directions; baseline bulk writes with %s)\n",
+                  grpc_seq ? ", or gRPC where marked" : "", bench::to_string(bulk_mode));
+      if (shared_process)
+        std::printf(" ping and driver share a process, so tlaunch's calls above are direct, not over\n"
+                    " TCP: run with --launch=local_mp (or ssh) for the cross-process figures\n");
+      if (grpc_seq) {
+        for (const auto& r : rows)
+          if (r.baseline_name == "grpc") {
+            std::printf(" gRPC rows: %s %s is compared with gRPC's %s\n", r.scenario.c_str(),
+                        r.metric.c_str(), bench::format_ns(*r.baseline).c_str());
+          }
+      }
+      if (o.histogram) {
+        std::printf("\nbaseline sequential latency (%zu calls):\n%s", sb.count,
+                    bench::text_histogram(seq_b.samples()).c_str());
+        std::printf("\ntlaunch sequential latency (%zu calls):\n%s", st.count,
+                    bench::text_histogram(seq_t.samples()).c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
+
+  tlaunch::handle<Ping> ping;
+  bool use_add_ = true;
+};
+
+constexpr auto program = tlaunch::program(tlaunch::node<"ping", Ping>(),
+                                          tlaunch::node<"driver", Driver>(tlaunch::ref<"ping">));
+
+int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }

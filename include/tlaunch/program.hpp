@@ -198,7 +198,7 @@ void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
       spec.args);
   inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
   inst.methods = rpc::dispatch_table<T>::get();
-  inst.ctx = std::make_unique<context>(rt, inst);
+  inst.ctx = std::make_shared<context>(rt, inst);
   if constexpr (has_run<T>) {
     inst.start_run = [&rt](rpc::instance& i) {
       i.run_active = true;

@@ -68,7 +68,8 @@ inline std::vector<std::string> ssh_hosts(const options& o) {
 inline std::vector<placement> place_instances(const std::vector<tlaunch::detail::node_info>& nodes,
                                               const options& o,
                                               const std::vector<std::string>& hosts) {
-  for (const auto& [name, hs] : o.place) {
+  for (const auto& entry : o.place) {
+    const std::string& name = entry.first;
     bool known = std::any_of(nodes.begin(), nodes.end(), [&](auto& n) { return n.name == name; });
     if (!known) throw launch_error("--place names node '" + name + "', which is not in the program");
   }

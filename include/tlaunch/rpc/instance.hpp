@@ -48,7 +48,7 @@ struct instance {
   std::shared_ptr<void> object;  // the service, type-erased
   std::span<const dispatch_entry> methods;
   std::string_view type_name;
-  std::unique_ptr<context> ctx;
+  std::shared_ptr<context> ctx;  // shared_ptr: context is incomplete here
   // The node's run() body, if it has one.
   std::function<void(instance&)> start_run;
   asio::cancellation_signal run_cancel;  // used on the strand only

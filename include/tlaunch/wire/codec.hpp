@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cereal/archives/binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
 #include <cstring>
 #include <memory>
 #include <span>

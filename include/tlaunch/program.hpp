@@ -77,17 +77,39 @@ constexpr std::size_t count_named() {
   return ((Nodes::name.view() == Name.view() ? 1 : 0) + ... + 0);
 }
 
+// A node name as a pack of chars. clang prints a fixed_string template argument
+// as its bytes ({{99, 111, ...}}) but a char pack as 'c', 'o', ..., so the
+// checks below carry both to name the node under g++ and clang alike.
+template <char... C>
+struct spelled {};
+template <fixed_string S, std::size_t... I>
+spelled<S.value[I]...> spell(std::index_sequence<I...>);
+template <fixed_string S>
+using spelling = decltype(spell<S>(std::make_index_sequence<S.view().size()>{}));
+
 // Each check is a class template whose arguments name the nodes concerned, so
 // the compiler's "in instantiation of" line says which node is wrong.
-template <fixed_string Node, std::size_t Count>
+template <fixed_string Node, std::size_t Count, class NodeSpelled = spelling<Node>>
 struct node_name_must_be_unique {
   static_assert(Count == 1, "tlaunch::program: two nodes have the same name");
   static constexpr bool ok = true;
 };
 
-template <fixed_string Node, fixed_string Target, bool Exists>
+template <fixed_string Node, fixed_string Target, bool Exists, class NodeSpelled = spelling<Node>,
+          class TargetSpelled = spelling<Target>>
 struct ref_must_name_a_node {
   static_assert(Exists, "tlaunch::program: ref<\"...\"> names a node that is not in the program");
+  static constexpr bool ok = true;
+};
+
+// Taken is the handle type node Owner's constructor takes for ref<Target>.
+template <fixed_string Owner, fixed_string Target, class Taken, class TargetType,
+          class OwnerSpelled = spelling<Owner>, class TargetSpelled = spelling<Target>>
+struct ref_handle_type_must_match {
+  static_assert(std::is_same_v<Taken, TargetType>,
+                "tlaunch::program: a node's constructor takes a handle of another service type "
+                "than the node its ref<\"...\"> names (ref_handle_type_must_match<node, ref "
+                "target, type taken, target's type>)");
   static constexpr bool ok = true;
 };
 
@@ -139,9 +161,7 @@ struct ref_arg {
 
   template <class U>
   operator handle<U>() const {
-    static_assert(std::is_same_v<U, TargetType>,
-                  "tlaunch: ref<Target> of node Owner is converted to a handle of another type "
-                  "than node Target's (see ref_arg<Owner, Target, TargetType>)");
+    static_assert(ref_handle_type_must_match<Owner, Target, U, TargetType>::ok);
     if (count != 1)
       throw launch_error("node '" + std::string(Owner.view()) + "' takes a tlaunch::handle to '" +
                          std::string(Target.view()) + "', which has " + std::to_string(count) +
@@ -151,9 +171,7 @@ struct ref_arg {
   }
   template <class U>
   operator handles<U>() const {
-    static_assert(std::is_same_v<U, TargetType>,
-                  "tlaunch: ref<Target> of node Owner is converted to handles of another type "
-                  "than node Target's (see ref_arg<Owner, Target, TargetType>)");
+    static_assert(ref_handle_type_must_match<Owner, Target, U, TargetType>::ok);
     std::vector<handle<U>> hs;
     for (std::uint32_t i = 0; i < count; ++i) hs.emplace_back(rt, first + i);
     return handles<U>(std::move(hs));

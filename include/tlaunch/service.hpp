@@ -80,12 +80,15 @@ template <class Tuple>
 struct all_serializable;
 template <class... A>
 struct all_serializable<std::tuple<A...>> : std::bool_constant<(is_serializable_v<A> && ...)> {};
+// A variable template, so g++ prints the argument types when the check fails.
+template <class Tuple>
+inline constexpr bool all_serializable_v = all_serializable<Tuple>::value;
 
 // Checked once per exposed method; the failing instantiation names the method.
 template <auto M>
 struct exposed_method_check {
   using traits = method_traits<decltype(M)>;
-  static_assert(all_serializable<typename traits::args>::value,
+  static_assert(all_serializable_v<typename traits::args>,
                 "tlaunch: an argument type of this exposed method cannot be serialized by cereal "
                 "(give it a serialize() function or use a serializable type)");
   static_assert(is_serializable_v<typename traits::result>,

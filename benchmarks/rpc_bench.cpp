@@ -349,7 +349,7 @@ class Driver {
     auto lt = local_t.summarize(wall_local);
 
     std::string shape = use_add_ ? "8 B add" : std::to_string(o.payload) + " B echo";
-    std::string pipe_name = "pipelined x" + std::to_string(o.inflight);
+    std::string pipe_name = "pipelined x" + std::to_string(o.inflight) + " " + shape;
     std::vector<bench::comparison> rows;
     auto time_row = [&](std::string scen, std::string metric, double v, std::optional<double> base,
                         std::optional<double> target) {
@@ -392,10 +392,10 @@ class Driver {
     rate_row("colocated " + shape, "calls/s", lt.calls_per_second(), std::nullopt, std::nullopt);
     if (grpc_seq) {
       // Here the baseline is gRPC: tlaunch should be at most a quarter of it.
-      time_row("sequential " + shape, "p50", double(st.p50_ns), double(grpc_seq->p50_ns),
+      time_row("vs gRPC: sequential", "p50", double(st.p50_ns), double(grpc_seq->p50_ns),
                use_add_ ? std::optional<double>(0.25) : std::nullopt);
       rows.back().baseline_name = "grpc";
-      time_row("sequential " + shape, "p99", double(st.p99_ns), double(grpc_seq->p99_ns), std::nullopt);
+      time_row("vs gRPC: sequential", "p99", double(st.p99_ns), double(grpc_seq->p99_ns), std::nullopt);
       rows.back().baseline_name = "grpc";
     }
 
@@ -430,13 +430,6 @@ class Driver {
       if (shared_process)
         std::printf(" ping and driver share a process, so tlaunch's calls above are direct, not over\n"
                     " TCP: run with --launch=local_mp (or ssh) for the cross-process figures\n");
-      if (grpc_seq) {
-        for (const auto& r : rows)
-          if (r.baseline_name == "grpc") {
-            std::printf(" gRPC rows: %s %s is compared with gRPC's %s\n", r.scenario.c_str(),
-                        r.metric.c_str(), bench::format_ns(*r.baseline).c_str());
-          }
-      }
       if (o.histogram) {
         std::printf("\nbaseline sequential latency (%zu calls):\n%s", sb.count,
                     bench::text_histogram(seq_b.samples()).c_str());

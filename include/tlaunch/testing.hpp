@@ -34,7 +34,10 @@ class test_launch {
               rt_ = &rt;
               cv_.notify_all();
             },
-            &stop_);
+            [this](std::function<void()> stop) {
+              std::lock_guard lk(mu_);
+              stop_ = std::move(stop);
+            });
       } catch (...) {
         std::lock_guard lk(mu_);
         error_ = std::current_exception();
@@ -69,13 +72,9 @@ class test_launch {
 
   // Stops the program as ctx.stop_program() would.
   void stop() {
-    std::function<void()> s;
-    {
-      std::lock_guard lk(mu_);
-      if (finished_) return;
-      s = stop_;
-    }
-    if (s) s();
+    // Under the lock: the launch unpublishes its stop function before it returns.
+    std::lock_guard lk(mu_);
+    if (stop_) stop_();
   }
   // Waits for the program to end (by itself or after stop()); its exit code.
   int wait() {

@@ -194,15 +194,12 @@ TEST_SUITE("calls") {
     CHECK(msg.find("io thread") != std::string::npos);
   }
 
-  TEST_CASE("a call to a stopped program fails as unavailable") {
-    auto o = opts(true);
-    std::optional<tlaunch::handle<Account>> acc;
-    {
-      tlaunch::testing::test_launch t(bank, o);
-      acc = t.get<"account">();
-      CHECK(acc->sync<&Account::add>(1) == 1);
-      t.stop();
-      CHECK(t.wait() == 0);
-    }
+  TEST_CASE("stop() ends a test launch of services with exit code 0") {
+    tlaunch::testing::test_launch t(bank, opts(true));
+    CHECK(t.get<"account">().sync<&Account::add>(1) == 1);
+    CHECK_FALSE(t.finished());
+    t.stop();
+    CHECK(t.wait() == 0);
+    CHECK(t.finished());
   }
 }

@@ -18,10 +18,12 @@ namespace tlaunch::launch {
 // Runs the program in this process until it stops; returns the exit code.
 // `started` (if set) is called once every node is constructed and running,
 // before waiting; it receives the runtime (used by the test launch).
+// `publish_stop` (if set) receives a function that stops the program, and an
+// empty function once that one must no longer be called.
 template <class... Nodes>
 int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer& out,
                  const std::function<void(tlaunch::detail::runtime&)>& started = {},
-                 std::function<void()>* stop_hook = nullptr) {
+                 const std::function<void(std::function<void()>)>& publish_stop = {}) {
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads;
   ro.force_wire = o.force_wire;
@@ -73,7 +75,13 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
     cv.notify_all();
     if (e || all_done) begin_stop();
   };
-  if (stop_hook) *stop_hook = begin_stop;
+  if (publish_stop) publish_stop(begin_stop);
+  struct unpublish {
+    const std::function<void(std::function<void()>)>& f;
+    ~unpublish() {
+      if (f) f({});
+    }
+  } unpublish_on_return{publish_stop};
 
   asio::signal_set signals(rt.io, SIGINT, SIGTERM);
   std::function<void(std::error_code, int)> on_signal = [&](std::error_code ec, int sig) {

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Compiles one compile_fail case with -fsyntax-only and checks the outcome against the
+# expectations written in the case's own comments:
+#   // expect: compiles            the program must compile (the control case), or
+#   // expect-message: TEXT        the program must be rejected (exit status 1, not a crash)
+#                                  and the diagnostics contain TEXT, the static_assert text;
+#   // expect-line: REGEX          and one diagnostic line matches REGEX (grep -E); repeatable.
+# In a REGEX, {{name}} stands for node name `name` as either compiler prints it: g++ shows
+# fixed_string<N>{"name"}, clang shows the char pack 'n', 'a', 'm', 'e' that the checks
+# carry for it (tlaunch::detail::spelled).
+#
+#   check.sh --cxx WORD [--cxx WORD]... --include DIR [--include DIR]... [--flag F]... SOURCE
+# --cxx words form the compiler command (e.g. `--cxx ccache --cxx g++`).
+set -uo pipefail
+
+cxx=() includes=() flags=() source=""
+while (($#)); do
+  case $1 in
+    --cxx) cxx+=("$2"); shift 2 ;;
+    --include) includes+=("-I$2"); shift 2 ;;
+    --flag) flags+=("$2"); shift 2 ;;
+    -*) echo "check.sh: unknown option '$1'" >&2; exit 2 ;;
+    *) source=$1; shift ;;
+  esac
+done
+if ((${#cxx[@]} == 0 || ${#includes[@]} == 0)) || [[ -z $source ]]; then
+  echo "usage: check.sh --cxx WORD... --include DIR... [--flag F]... SOURCE" >&2
+  exit 2
+fi
+if [[ ! -r $source ]]; then
+  echo "check.sh: cannot read $source" >&2
+  exit 2
+fi
+
+# The expectations: text after the marker, up to the end of the line.
+expectation() { sed -n "s|^// $1: ||p" "$source"; }
+compiles=$(expectation expect)
+message=$(expectation expect-message)
+mapfile -t lines < <(expectation expect-line)
+if [[ $compiles != compiles && -z $message ]]; then
+  echo "check.sh: $source has neither '// expect: compiles' nor '// expect-message: ...'" >&2
+  exit 2
+fi
+
+# {{name}} -> (\{"name"\}|'n', 'a', 'm', 'e')
+expand_names() {
+  local re=$1 out="" name spelled i
+  while [[ $re =~ ^(.*)\{\{([A-Za-z0-9_]+)\}\}(.*)$ ]]; do
+    name=${BASH_REMATCH[2]}
+    spelled=""
+    for ((i = 0; i < ${#name}; i++)); do
+      spelled+="${spelled:+, }'${name:i:1}'"
+    done
+    out="(\\{\"$name\"\\}|$spelled)${BASH_REMATCH[3]}$out"
+    re=${BASH_REMATCH[1]}
+  done
+  printf '%s' "$re$out"
+}
+
+# ASCII quotes and no colors, so the patterns depend on neither the locale nor a terminal.
+export LC_ALL=C
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"${cxx[@]}" -std=c++20 -DASIO_STANDALONE -DASIO_HAS_CO_AWAIT=1 "${includes[@]}" "${flags[@]}" \
+  -fsyntax-only -fdiagnostics-color=never "$source" >"$log" 2>&1
+status=$?
+
+fail() {
+  echo "FAIL: $source (${cxx[*]}): $1"
+  echo "---- compiler output (exit status $status, first 60 lines) ----"
+  head -n 60 "$log"
+  exit 1
+}
+
+if [[ $compiles == compiles ]]; then
+  ((status == 0)) || fail "a correct program does not compile"
+  echo "ok: $source compiles"
+  exit 0
+fi
+
+((status != 0)) || fail "the program compiled, but it must be rejected"
+((status == 1)) || fail "the compiler did not report errors normally (it crashed or was killed)"
+grep -qF -- "$message" "$log" || fail "the diagnostics do not contain the message: $message"
+for re in "${lines[@]}"; do
+  full=$(expand_names "$re")
+  grep -qE -- "$full" "$log" || fail "no diagnostic line matches: $re (as $full)"
+done
+echo "ok: $source is rejected; the diagnostics say:"
+grep -F -- "$message" "$log" | head -n 1
+for re in "${lines[@]}"; do grep -E -- "$(expand_names "$re")" "$log" | head -n 1 | cut -c1-400; done

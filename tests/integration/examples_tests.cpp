@@ -1,0 +1,155 @@
+// The example programs, run as a user runs them: every launch type, the
+// --replicas override, bad flags, --help and --log-dir.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace it = tlaunch::integration;
+using it::process;
+
+namespace {
+
+const std::vector<std::vector<std::string>> launch_types = {
+    {}, {"--force-wire"}, {"--launch=local_mp"}};
+
+std::string describe(const std::vector<std::string>& flags) {
+  return flags.empty() ? std::string("local_mt") : flags[0];
+}
+
+std::vector<std::string> with(std::string exe, std::vector<std::string> flags,
+                              std::vector<std::string> more = {}) {
+  std::vector<std::string> a{std::move(exe)};
+  a.insert(a.end(), flags.begin(), flags.end());
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+bool has(const std::string& s, std::string_view needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_SUITE("examples") {
+  TEST_CASE("hello_world: four producers add 400 in total under every launch type") {
+    for (const auto& flags : launch_types) {
+      CAPTURE(describe(flags));
+      auto r = it::run(with(TLAUNCH_HELLO_WORLD_EXE, flags));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      for (int i = 0; i < 4; ++i)
+        CHECK(has(r.out, "[producer/" + std::to_string(i) + "] added 100, total now "));
+      CHECK(!has(r.out, "[producer/4]"));
+      // The producer whose adds came last sees every other producer's adds.
+      CHECK(has(r.out, "total now 400\n"));
+      CHECK(process::occurrences(r.out, "added 100") == 4);
+    }
+  }
+
+  TEST_CASE("consumer_producers: the consumer gets every producer's value and the sum") {
+    for (const auto& flags : launch_types) {
+      CAPTURE(describe(flags));
+      auto r = it::run(with(TLAUNCH_CONSUMER_PRODUCERS_EXE, flags));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      CHECK(has(r.out, "[consumer/0] producer/0 returned 1\n"));
+      CHECK(has(r.out, "[consumer/0] producer/1 returned 4\n"));
+      CHECK(has(r.out, "[consumer/0] producer/2 returned 9\n"));
+      CHECK(has(r.out, "[consumer/0] broadcast work(10) to 3 producers: 300\n"));
+      CHECK(has(r.out, "[consumer/0] sum of 3 results: 14\n"));
+      CHECK(has(r.out, "[producer/0] served 2 calls, produced 101\n"));
+      CHECK(has(r.out, "[producer/1] served 2 calls, produced 104\n"));
+      CHECK(has(r.out, "[producer/2] served 2 calls, produced 109\n"));
+      CHECK(r.err.empty());
+    }
+  }
+
+  TEST_CASE("--replicas changes the number of node instances") {
+    for (const auto& flags : launch_types) {
+      CAPTURE(describe(flags));
+      auto r = it::run(with(TLAUNCH_CONSUMER_PRODUCERS_EXE, flags, {"--replicas", "producer=5"}));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      CHECK(has(r.out, "[consumer/0] producer/4 returned 25\n"));
+      CHECK(has(r.out, "[consumer/0] sum of 5 results: 55\n"));
+      CHECK(process::occurrences(r.out, "served 2 calls") == 5);
+      CHECK(has(r.out, "[producer/4] served 2 calls, produced 125\n"));
+      CHECK(!has(r.out, "producer/5"));
+    }
+    auto r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--launch=local_mp", "--replicas=producer=2"});
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(process::occurrences(r.out, "added 100") == 2);
+    CHECK(has(r.out, "total now 200\n"));
+  }
+
+  TEST_CASE("a bad command line prints the usage and exits 2") {
+    auto r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--bogus"});
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "unknown flag '--bogus'"));
+    CHECK(has(r.err, "usage: "));
+    CHECK(r.out.empty());
+
+    r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--launch=mars"});
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--launch: 'mars' is not one of local_mt, local_mp, ssh"));
+
+    r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--replicas", "producer=many"});
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--replicas: 'many' is not a number"));
+
+    r = it::run({TLAUNCH_HELLO_WORLD_EXE, "stray"});
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "unexpected argument 'stray'"));
+
+    // Well-formed, but names no node of the program: the error lists the nodes.
+    r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--launch=local_mp", "--replicas=worker=2"});
+    CAPTURE(r.err);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "'worker'"));
+    CHECK(has(r.err, "counter, producer"));
+  }
+
+  TEST_CASE("--help lists every flag on stdout and exits 0") {
+    auto r = it::run({TLAUNCH_CONSUMER_PRODUCERS_EXE, "--help"});
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    CHECK(has(r.out, "usage: "));
+    for (const char* flag :
+         {"--launch=", "--replicas ", "--threads=", "--grace=", "--start-timeout=", "--log-dir=",
+          "--color=", "--force-wire", "--max-frame=", "--hosts=", "--hostfile=", "--place ",
+          "--ssh-identity=", "--ssh-accept-new", "--known-hosts=", "--coordinator-host=",
+          "--ssh-parallel=", "--help"}) {
+      CAPTURE(flag);
+      CHECK(has(r.out, flag));
+    }
+    // Nothing ran: no node output.
+    CHECK(!has(r.out, "[consumer/0]"));
+  }
+
+  TEST_CASE("--log-dir writes one file per node instance") {
+    for (const auto& flags : launch_types) {
+      CAPTURE(describe(flags));
+      auto dir = std::filesystem::temp_directory_path() / it::unique_marker("logs");
+      auto r = it::run(with(TLAUNCH_CONSUMER_PRODUCERS_EXE, flags, {"--log-dir=" + dir.string()}));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      auto consumer = it::read_file((dir / "consumer.0.log").string());
+      CHECK(has(consumer, "producer/2 returned 9\n"));
+      CHECK(has(consumer, "sum of 3 results: 14\n"));
+      CHECK(!has(consumer, "[consumer/0]"));  // the file holds the bare lines
+      for (int i = 0; i < 3; ++i) {
+        auto f = it::read_file((dir / ("producer." + std::to_string(i) + ".log")).string());
+        CHECK(has(f, "served 2 calls"));
+        CHECK(!has(f, "returned"));
+      }
+      // The terminal still gets every line.
+      CHECK(has(r.out, "[consumer/0] sum of 3 results: 14\n"));
+      std::filesystem::remove_all(dir);
+    }
+  }
+}

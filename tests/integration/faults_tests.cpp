@@ -1,0 +1,150 @@
+// Failures and stops of a multi-process program: a node that throws, aborts,
+// exits or ignores the stop; SIGTERM, SIGINT and SIGKILL to the launcher. After
+// each, no node process may be left (found by a marker in their argv).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace it = tlaunch::integration;
+using it::process;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool has(const std::string& s, std::string_view needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+// faulty with launcher flags, then `-- mode [param] marker`.
+std::vector<std::string> faulty(std::vector<std::string> flags, std::vector<std::string> args,
+                                const std::string& marker) {
+  std::vector<std::string> a{TLAUNCH_FAULTY_EXE};
+  a.insert(a.end(), flags.begin(), flags.end());
+  a.push_back("--");
+  a.insert(a.end(), args.begin(), args.end());
+  a.push_back(marker);
+  return a;
+}
+
+// Starts faulty under local_mp, waits until both workers run; the three node pids.
+std::vector<pid_t> started_nodes(process& p, const std::string& marker) {
+  REQUIRE(p.wait_for_output("ready pid=", 20s, 2));
+  auto pids = it::node_pids(marker);
+  CAPTURE(p.all());
+  REQUIRE(pids.size() == 3);  // target/0, worker/0, worker/1
+  return pids;
+}
+
+}  // namespace
+
+TEST_SUITE("faults") {
+  TEST_CASE("a node that throws: the launcher exits 1 and names the node and its message") {
+    for (std::string launch : {"local_mt", "local_mp"}) {
+      CAPTURE(launch);
+      auto marker = it::unique_marker("throw");
+      process p(faulty({"--launch=" + launch}, {"throw"}, marker));
+      int code = p.wait_or_kill(20s);
+      CAPTURE(p.all());
+      CHECK(code == 1);
+      CHECK(has(p.err(), "node worker/0 failed"));
+      CHECK(has(p.err(), "faulty worker gave up on purpose"));
+      CHECK(it::node_pids(marker).empty());
+    }
+  }
+
+  TEST_CASE("a node that aborts: named, with its signal; the other nodes are stopped") {
+    auto marker = it::unique_marker("abort");
+    process p(faulty({"--launch=local_mp"}, {"abort"}, marker));
+    auto pids = started_nodes(p, marker);
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "node worker/0 failed: killed by signal SIGABRT"));
+    CHECK(it::all_gone(pids, 3s));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("a node process that exits with a code of its own stops the program") {
+    auto marker = it::unique_marker("exit");
+    process p(faulty({"--launch=local_mp"}, {"exit", "3"}, marker));
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "node worker/0 failed: exited with code 3"));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("a node that ignores the stop is killed after --grace; the launcher still exits") {
+    for (std::string launch : {"local_mt", "local_mp"}) {
+      CAPTURE(launch);
+      auto marker = it::unique_marker("hang");
+      auto t0 = std::chrono::steady_clock::now();
+      process p(faulty({"--launch=" + launch, "--grace=1"}, {"hang"}, marker));
+      int code = p.wait_or_kill(20s);
+      auto took = std::chrono::steady_clock::now() - t0;
+      CAPTURE(p.all());
+      CHECK(!p.timed_out());
+      CHECK(code != 0);
+      CHECK(has(p.all(), "ignoring the stop from now on"));
+      CHECK(has(p.err(), "grace period"));
+      // 1 s of grace plus start-up and the launcher's margin, far from the 5 s default.
+      CHECK(took < 4500ms);
+      CHECK(it::node_pids(marker).empty());
+    }
+  }
+
+  TEST_CASE("SIGTERM and SIGINT to the launcher stop every node") {
+    for (int sig : {SIGTERM, SIGINT}) {
+      CAPTURE(sig);
+      auto marker = it::unique_marker("signal");
+      process p(faulty({"--launch=local_mp"}, {"idle"}, marker));
+      auto pids = started_nodes(p, marker);
+      p.signal(sig);
+      int code = p.wait_or_kill(15s);
+      CAPTURE(p.all());
+      CHECK(code == 128 + sig);
+      CHECK(has(p.err(), "stopping every node"));
+      CHECK(it::all_gone(pids, 3s));
+      // Stopped, not killed: nobody needed the grace period.
+      CHECK(!has(p.err(), "killing it"));
+    }
+  }
+
+  TEST_CASE("SIGINT under local_mt stops the program with 130") {
+    auto marker = it::unique_marker("mt-signal");
+    process p(faulty({}, {"idle"}, marker));
+    REQUIRE(p.wait_for_output("ready pid=", 20s, 2));
+    p.signal(SIGINT);
+    int code = p.wait_or_kill(15s);
+    CAPTURE(p.all());
+    CHECK(code == 130);
+  }
+
+  TEST_CASE("SIGKILL of the launcher: every node process exits within seconds") {
+    auto marker = it::unique_marker("sigkill");
+    process p(faulty({"--launch=local_mp"}, {"idle"}, marker));
+    auto pids = started_nodes(p, marker);
+    p.signal(SIGKILL);
+    CHECK(p.wait(5s) == 128 + SIGKILL);
+    CAPTURE(p.all());
+    CHECK(it::all_gone(pids, 5s));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("a node that prints lines and stops the program: every line arrives, exit 0") {
+    auto marker = it::unique_marker("lines");
+    process p(faulty({"--launch=local_mp"}, {"lines", "500"}, marker));
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.err());
+    CHECK(code == 0);
+    CHECK(process::occurrences(p.out(), "[worker/0] line ") == 500);
+    CHECK(has(p.out(), "[worker/0] line 500 of 500\n"));
+    CHECK(it::node_pids(marker).empty());
+  }
+}

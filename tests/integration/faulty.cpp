@@ -1,0 +1,79 @@
+// A tlaunch program that misbehaves on request, for the integration tests.
+// The behaviour is the first program argument (after `--`); replica 0 of
+// "worker" does it, the other replicas idle until the program stops:
+//   idle              every worker waits for the stop
+//   throw             worker/0 throws from run()
+//   abort             worker/0 calls std::abort()
+//   exit CODE         worker/0 ends its process with _exit(CODE)
+//   hang              worker/0 blocks its thread and ignores the stop; worker/1 stops the program
+//   lines N           worker/0 logs N lines, then stops the program
+//   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
+// Further arguments are ignored: tests add a unique marker to find the processes.
+// Every worker first logs "ready pid=<pid>".
+#include <tlaunch/tlaunch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+using namespace std::chrono_literals;
+
+struct Target {  // a plain service, the probe's good call goes here
+  std::int64_t ping(std::int64_t x) const { return x + 1; }
+  using rpc = tlaunch::methods<&Target::ping>;
+};
+
+struct Worker {
+  tlaunch::handle<Target> target;
+
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    const auto& a = ctx.args();
+    std::string mode = a.empty() ? "idle" : a[0];
+    std::string param = a.size() > 1 ? a[1] : "";
+    ctx.log("ready pid={} mode={}", ::getpid(), mode);
+    if (mode == "hang" && ctx.index() == 1) {
+      co_await ctx.sleep_for(300ms);
+      ctx.stop_program();
+      co_return;
+    }
+    if (ctx.index() != 0 || mode == "idle") {
+      co_await ctx.stopped();
+      co_return;
+    }
+    if (mode == "throw") {
+      co_await ctx.sleep_for(200ms);
+      throw std::runtime_error("faulty worker gave up on purpose");
+    } else if (mode == "abort") {
+      co_await ctx.sleep_for(200ms);
+      std::abort();
+    } else if (mode == "exit") {
+      co_await ctx.sleep_for(200ms);
+      ::_exit(std::stoi(param));
+    } else if (mode == "hang") {
+      ctx.log("ignoring the stop from now on");
+      for (;;) std::this_thread::sleep_for(50ms);  // blocks this io thread for good
+    } else if (mode == "lines") {
+      int n = std::stoi(param);
+      for (int i = 1; i <= n; ++i) ctx.log("line {} of {}", i, n);
+      ctx.stop_program();
+    } else if (mode == "probe") {
+      while (!std::filesystem::exists(param)) co_await ctx.sleep_for(20ms);
+      auto r = co_await target.call<&Target::ping>(41);
+      ctx.log("good call after bad input: {}", r);
+      ctx.stop_program();
+    } else {
+      throw std::invalid_argument("faulty: unknown mode '" + mode + "'");
+    }
+  }
+};
+
+constexpr auto program = tlaunch::program(
+    tlaunch::node<"target", Target>(),
+    tlaunch::node<"worker", Worker>(tlaunch::ref<"target">).replicas(2));
+
+int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }

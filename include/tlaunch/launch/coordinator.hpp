@@ -151,7 +151,13 @@ class coordinator final : public rpc::connection_sink {
       for (auto& s : slots_)
         if (s.conn == c) {
           s.conn.reset();
-          if (!stopping_ && !s.exited) fail(s.where, "lost its connection: " + reason);
+          if (stopping_ || s.exited) continue;
+          // A process that dies closes its connection before its exit status is
+          // known; wait a moment for that status, which says why (signal, code).
+          s.lost_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(1));
+          s.lost_timer->async_wait([this, &s, reason](std::error_code ec) {
+            if (!ec && !stopping_ && !s.exited) fail(s.where, "lost its connection: " + reason);
+          });
         }
     });
   }
@@ -167,6 +173,7 @@ class coordinator final : public rpc::connection_sink {
     std::shared_ptr<rpc::connection> conn;
     std::string address;
     bool done = false, exited = false;
+    std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed
   };
 
   void accept_next() {

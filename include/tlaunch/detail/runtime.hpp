@@ -21,6 +21,7 @@
 #include "../rpc/connection.hpp"
 #include "../rpc/instance.hpp"
 #include "build_id.hpp"
+#include "io_thread.hpp"
 
 namespace tlaunch::detail {
 
@@ -41,7 +42,6 @@ struct runtime_options {
   std::vector<std::string> user_args;
 };
 
-inline thread_local const void* current_runtime_thread = nullptr;
 
 class runtime final : public rpc::connection_sink {
  public:

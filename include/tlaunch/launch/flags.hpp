@@ -25,7 +25,7 @@ struct options {
   std::chrono::milliseconds start_timeout{60000};
   std::string log_dir;
   std::string color = "auto";
-  unsigned threads = 2;
+  unsigned threads = 0;  // 0: 2 for local_mt, 1 per node process
   bool force_wire = false;
   std::uint32_t max_frame = 256u << 20;
   // ssh
@@ -53,7 +53,8 @@ Launch:
   --launch=TYPE            local_mt (default: every node in this process),
                            local_mp (one process per node), ssh (nodes on --hosts)
   --replicas NAME=N[,...]  override a node's replica count (repeatable)
-  --threads=N              io threads per process (default 2)
+  --threads=N              io threads per process (default: 2 for local_mt, 1 per
+                           node process, where the thread that reads also replies)
   --grace=SECONDS          time nodes get to stop before they are killed (default 5)
   --start-timeout=SECONDS  time for every node to register (default 60)
   --log-dir=DIR            also write each node's output to DIR/<node>.<i>.log

@@ -37,9 +37,9 @@ int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer&
   std::string exe = self_exe();
   return coord.run(places, [&](const placement&, std::uint16_t port,
                                const std::vector<std::string>& tail, child_callbacks cb) {
-    std::vector<std::string> argv{exe};
+    // Launch flags first: the tail ends with `-- <program arguments>`.
+    std::vector<std::string> argv{exe, "--tlaunch-coordinator=127.0.0.1:" + std::to_string(port)};
     argv.insert(argv.end(), tail.begin(), tail.end());
-    argv.push_back("--tlaunch-coordinator=127.0.0.1:" + std::to_string(port));
     return start_local_child(argv, std::move(cb));
   });
 }

@@ -25,7 +25,7 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
                  const std::function<void(tlaunch::detail::runtime&)>& started = {},
                  const std::function<void(std::function<void()>)>& publish_stop = {}) {
   tlaunch::detail::runtime_options ro;
-  ro.threads = o.threads;
+  ro.threads = o.threads ? o.threads : 2;
   ro.force_wire = o.force_wire;
   ro.max_frame = o.max_frame;
   ro.grace = o.grace;

@@ -168,9 +168,10 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
     auto& s = *hs.sessions[(hs.used++ / nodes_per_session) % hs.sessions.size()];
     std::string dial = o.coordinator_host.empty() ? s.local_address() : o.coordinator_host;
     if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
-    std::string cmd = "exec " + ssh::shell_quote(hs.remote_path);
+    // Launch flags first: the tail ends with `-- <program arguments>`.
+    std::string cmd = "exec " + ssh::shell_quote(hs.remote_path) + " " +
+                      ssh::shell_quote("--tlaunch-coordinator=" + dial + ":" + std::to_string(port));
     for (auto& a : tail) cmd += " " + ssh::shell_quote(a);
-    cmd += " " + ssh::shell_quote("--tlaunch-coordinator=" + dial + ":" + std::to_string(port));
     return s.exec(cmd, std::move(cb));
   });
   return code;

@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../detail/io_thread.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
 #include "../wire/frame.hpp"
@@ -356,13 +357,19 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // ----- writing ---------------------------------------------------------------
 
-  // Starts the writer if it is idle and there is something it may send.
+  // Starts the writer if it is idle and there is something it may send. On an
+  // io thread the write is posted, so every frame queued by the running handler
+  // (a burst of async calls, the replies of one read) goes out in one write;
+  // from any other thread it is written at once.
   void kick_locked(std::unique_lock<std::mutex>& lk) {
     if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) return;
     if (side_ == side::connector && !connected_) return;
     writing_ = true;
     lk.unlock();
-    write_loop();
+    if (tlaunch::detail::current_runtime_thread != nullptr)
+      asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
+    else
+      write_loop();
   }
 
   // Moves everything sendable into the batch; false when there is nothing.
@@ -608,12 +615,12 @@ class connection : public std::enable_shared_from_this<connection> {
   bool connected_ = false, socket_closed_ = false;
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
-  std::vector<std::vector<char>> pre_, out_;
+  std::vector<wire::byte_vector> pre_, out_;
   std::unordered_map<std::uint64_t, std::shared_ptr<pending_call>> pending_;
   std::uint64_t next_call_id_ = 1;
 
   // Writer-only state (one writer at a time, guarded by writing_).
-  std::vector<std::vector<char>> batch_;
+  std::vector<wire::byte_vector> batch_;
   std::size_t batch_index_ = 0, batch_offset_ = 0;
   std::vector<asio::const_buffer> gather_;
 

@@ -15,6 +15,26 @@
 
 namespace tlaunch::wire {
 
+// Bytes that are not zero-filled when a vector grows: every byte is written
+// right after, so the fill would be a second pass over large payloads.
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using byte_vector = std::vector<char, default_init_allocator<char>>;
+
 // A growable byte buffer that reserves room for the frame header up front, so a
 // payload is serialized once, in place, and sent without another copy.
 class frame_buffer {
@@ -36,10 +56,10 @@ class frame_buffer {
     encode_header(h, data_.data());
   }
   std::span<const char> bytes() const { return {data_.data(), data_.size()}; }
-  std::vector<char>& storage() { return data_; }
+  byte_vector& storage() { return data_; }
 
  private:
-  std::vector<char> data_;
+  byte_vector data_;
 };
 
 namespace detail {

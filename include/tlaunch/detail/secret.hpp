@@ -17,6 +17,7 @@
 
 namespace tlaunch::detail {
 
+// 32 bytes from getrandom(2); blocks only until the kernel's pool is first seeded.
 inline std::array<std::uint8_t, 32> random_secret() {
   std::array<std::uint8_t, 32> s{};
   std::size_t got = 0;
@@ -24,7 +25,8 @@ inline std::array<std::uint8_t, 32> random_secret() {
     ssize_t n = ::getrandom(s.data() + got, s.size() - got, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "getrandom");
+      throw std::system_error(errno, std::generic_category(),
+                              "cannot draw the launch secret from the kernel (getrandom)");
     }
     got += static_cast<std::size_t>(n);
   }
@@ -42,6 +44,8 @@ inline std::string to_hex(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
+// The bytes of an even-length string of hex digits (either case); nullopt for
+// anything else, so a garbled secret line is refused rather than misread.
 inline std::optional<std::vector<std::uint8_t>> from_hex(std::string_view s) {
   if (s.size() % 2 != 0) return std::nullopt;
   auto val = [](char c) -> int {

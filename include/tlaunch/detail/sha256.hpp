@@ -2,31 +2,36 @@
 // launch secret. Header-only, no dependencies.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 
 namespace tlaunch::detail {
 
+// Incremental SHA-256: update() any number of times, then finish() once.
 class sha256_hasher {
  public:
   void update(std::span<const std::uint8_t> data) {
-    for (std::uint8_t b : data) {
-      block_[fill_++] = b;
+    bits_ += static_cast<std::uint64_t>(data.size()) * 8;
+    while (!data.empty()) {
+      std::size_t take = std::min(data.size(), std::size_t{64} - fill_);
+      std::memcpy(block_ + fill_, data.data(), take);
+      fill_ += take;
+      data = data.subspan(take);
       if (fill_ == 64) {
         compress();
         fill_ = 0;
       }
     }
-    bits_ += static_cast<std::uint64_t>(data.size()) * 8;
   }
+  // The digest; the hasher is spent afterwards (padding was fed into it).
   std::array<std::uint8_t, 32> finish() {
     std::uint64_t bits = bits_;
-    std::uint8_t pad = 0x80;
-    update({&pad, 1});
-    std::uint8_t zero = 0;
-    while (fill_ != 56) update({&zero, 1});
+    static constexpr std::uint8_t padding[64] = {0x80};
+    update({padding, fill_ < 56 ? 56 - fill_ : 120 - fill_});
     std::uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
     update({len, 8});

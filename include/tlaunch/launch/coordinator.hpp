@@ -6,6 +6,8 @@
 // grace period, after which what is left is killed.
 #pragma once
 
+#include <fcntl.h>
+
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <atomic>
@@ -68,6 +70,9 @@ class coordinator final : public rpc::connection_sink {
   std::uint16_t listen(const std::string& bind_ip) {
     asio::ip::tcp::endpoint ep(asio::ip::make_address(bind_ip), 0);
     acceptor_.open(ep.protocol());
+    // Asio opens sockets without close-on-exec: node processes started later
+    // would otherwise inherit the coordinator's listening socket.
+    ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
     acceptor_.set_option(asio::socket_base::reuse_address(true));
     acceptor_.bind(ep);
     acceptor_.listen();
@@ -179,6 +184,7 @@ class coordinator final : public rpc::connection_sink {
   void accept_next() {
     acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
       if (ec) return;
+      ::fcntl(s.native_handle(), F_SETFD, FD_CLOEXEC);  // as in listen()
       auto c = rpc::connection::accept(std::move(s), cfg_, this);
       accept_next();
       (void)c;  // kept alive by its own read; owned by a slot once registered

@@ -137,6 +137,22 @@ TEST_SUITE("faults") {
     CHECK(it::node_pids(marker).empty());
   }
 
+  TEST_CASE("node processes inherit none of the launcher's sockets") {
+    // An inherited coordinator socket would keep the launcher's port open after it
+    // died, and an inherited connection would hide the launcher's death from a node.
+    auto marker = it::unique_marker("fds");
+    process p(faulty({"--launch=local_mp"}, {"idle"}, marker));
+    auto pids = started_nodes(p, marker);
+    auto launcher = it::socket_inodes(p.pid());
+    CHECK(!launcher.empty());
+    for (pid_t node : pids) {
+      CAPTURE(it::cmdline(node));
+      for (const auto& inode : it::socket_inodes(node)) CHECK(launcher.count(inode) == 0);
+    }
+    p.signal(SIGTERM);
+    CHECK(p.wait_or_kill(15s) == 143);
+  }
+
   TEST_CASE("a node that prints lines and stops the program: every line arrives, exit 0") {
     auto marker = it::unique_marker("lines");
     process p(faulty({"--launch=local_mp"}, {"lines", "500"}, marker));

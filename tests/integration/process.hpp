@@ -247,22 +247,31 @@ inline bool all_gone(const std::vector<pid_t>& pids, ms timeout) {
   }
 }
 
-// The TCP port `pid` listens on (its first listening socket), or 0.
-inline int listen_port(pid_t pid) {
-  std::string base = "/proc/" + std::to_string(pid);
+// The socket inodes among pid's open files.
+inline std::set<std::string> socket_inodes(pid_t pid) {
+  std::string base = "/proc/" + std::to_string(pid) + "/fd";
   std::set<std::string> inodes;
-  if (DIR* d = ::opendir((base + "/fd").c_str())) {
+  if (DIR* d = ::opendir(base.c_str())) {
     while (dirent* e = ::readdir(d)) {
       char link[256];
-      ssize_t n = ::readlink((base + "/fd/" + e->d_name).c_str(), link, sizeof link - 1);
+      ssize_t n = ::readlink((base + "/" + e->d_name).c_str(), link, sizeof link - 1);
       if (n <= 0) continue;
       std::string_view l(link, static_cast<std::size_t>(n));
       if (l.rfind("socket:[", 0) == 0) inodes.insert(std::string(l.substr(8, l.size() - 9)));
     }
     ::closedir(d);
   }
+  return inodes;
+}
+
+// The TCP port `pid` listens on, or 0. A listening socket that `parent` holds as
+// well is the parent's, inherited across exec, and is skipped.
+inline int listen_port(pid_t pid, pid_t parent = 0) {
+  auto inodes = socket_inodes(pid);
+  if (parent > 0)
+    for (const auto& i : socket_inodes(parent)) inodes.erase(i);
   for (const char* table : {"/net/tcp", "/net/tcp6"}) {
-    std::istringstream in(read_file(base + table));
+    std::istringstream in(read_file("/proc/" + std::to_string(pid) + table));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {

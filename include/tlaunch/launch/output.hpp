@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -25,14 +29,20 @@ namespace tlaunch::launch {
 
 enum class color_mode { auto_, always, never };
 
+// The --color flag: "always", "never", anything else is auto.
 inline color_mode parse_color_mode(std::string_view s) {
   if (s == "always") return color_mode::always;
   if (s == "never") return color_mode::never;
   return color_mode::auto_;
 }
 
+// Thread-safe: one mutex around each line, so lines of different nodes never
+// interleave. Colors are on when the target (stdout for a node's stdout lines,
+// stderr for its stderr lines) is a terminal, unless the mode forces them.
 class output_printer {
  public:
+  // log_dir: when not empty, every node's lines are also copied to a file there
+  // (created on demand, with the directory). keep_lines: lines kept per node for last_lines().
   explicit output_printer(color_mode c = color_mode::auto_, std::string log_dir = {},
                           std::FILE* out = stdout, std::FILE* err = stderr,
                           std::size_t keep_lines = 20)
@@ -60,6 +70,7 @@ class output_printer {
     if (!log_dir_.empty()) log_to_file(who, line);
   }
 
+  // The last keep_lines lines (both streams) printed for `who`, oldest first.
   std::vector<std::string> last_lines(std::string_view who) const {
     std::lock_guard lk(mu_);
     auto it = last_.find(std::string(who));
@@ -68,28 +79,44 @@ class output_printer {
   }
 
  private:
+  // The color of a node: every replica of "worker" shares one, and it is the same
+  // in every run (FNV-1a, not std::hash, whose value the standard leaves open).
   static fmt::color color_of(std::string_view who) {
     static constexpr fmt::color palette[] = {
         fmt::color::cyan,        fmt::color::gold,       fmt::color::lime_green,
         fmt::color::orchid,      fmt::color::orange,     fmt::color::deep_sky_blue,
         fmt::color::light_coral, fmt::color::spring_green};
-    auto name = who.substr(0, who.find('/'));
-    std::size_t h = std::hash<std::string_view>{}(name);
+    auto name = who.substr(0, std::min(who.find('/'), who.find('@')));
+    std::uint32_t h = 2166136261u;
+    for (unsigned char c : name) h = (h ^ c) * 16777619u;
     return palette[h % std::size(palette)];
   }
 
+  // <log_dir>/worker.3.log for "worker/3" and "worker/3@host": both streams of a
+  // node in one file, opened (and truncated) on its first line of this run.
   void log_to_file(std::string_view who, std::string_view line) {
     std::string name(who.substr(0, who.find('@')));
     for (auto& c : name)
       if (c == '/') c = '.';
     auto& f = files_[name];
     if (!f) {
+      std::string path = log_dir_ + "/" + name + ".log";
       std::error_code ec;
       std::filesystem::create_directories(log_dir_, ec);
-      f = std::make_unique<std::ofstream>(log_dir_ + "/" + name + ".log", std::ios::app);
+      f = std::make_unique<std::ofstream>(path, std::ios::trunc);
+      if (!*f) {
+        std::string why = ec ? ec.message() : std::string(std::strerror(errno));
+        std::string warn =
+            fmt::format("[launcher] cannot write the log file {} ({}); {} is only printed\n",
+                        path, why, who);
+        std::fwrite(warn.data(), 1, warn.size(), err_);
+        std::fflush(err_);
+      }
     }
-    *f << line << '\n';
-    f->flush();
+    if (*f) {
+      *f << line << '\n';
+      f->flush();
+    }
   }
 
   mutable std::mutex mu_;

@@ -3,6 +3,8 @@
 // the connections to other processes. Launch types configure it through hooks.
 #pragma once
 
+#include <fcntl.h>
+
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -124,6 +126,7 @@ class runtime final : public rpc::connection_sink {
   std::string listen(const std::string& ip) {
     asio::ip::tcp::endpoint ep(asio::ip::make_address(ip), 0);
     acceptor_.open(ep.protocol());
+    ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
     acceptor_.set_option(asio::socket_base::reuse_address(true));
     acceptor_.bind(ep);
     acceptor_.listen();

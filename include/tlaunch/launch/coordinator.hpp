@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 
+
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <atomic>

@@ -8,6 +8,7 @@
 // nothing else is sent, and nothing else is accepted.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -230,6 +231,7 @@ class connection : public std::enable_shared_from_this<connection> {
     socket_.set_option(tcp::no_delay(true), ec);
     socket_.set_option(asio::socket_base::keep_alive(true), ec);
     int fd = socket_.native_handle();
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // never inherited by node processes
     int idle = 10, intvl = 5, cnt = 3;
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
@@ -503,7 +505,9 @@ class connection : public std::enable_shared_from_this<connection> {
       if (more == 0) break;
     }
     while (end_ - begin_ >= wire::header_size) {
-      auto check = wire::decode_header(buf_ + begin_, cfg_->max_frame);
+      // Until the peer has proven the secret, it gets no large buffers.
+      auto check = wire::decode_header(
+          buf_ + begin_, state_ == hs::ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024));
       if (!check.problem.empty()) {
         sink_->log("closing connection from " + peer_name() + ": malformed frame: " + check.problem);
         return read_stopped("malformed frame: " + check.problem);

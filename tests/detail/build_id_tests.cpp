@@ -1,4 +1,3 @@
-#include <doctest/doctest.h>
 #include <elf.h>
 #include <unistd.h>
 
@@ -7,8 +6,11 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <tlaunch/detail/build_id.hpp>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <tlaunch/detail/build_id.hpp>
 
 namespace {
 
@@ -44,7 +46,8 @@ struct temp_file {
     ::close(fd);
     path = name;
     std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   }
   ~temp_file() { ::unlink(path.c_str()); }
 };
@@ -56,7 +59,8 @@ void put(std::vector<unsigned char>& f, std::size_t at, const T& v) {
 }
 
 // One ELF note: name "GNU", padded to `align`.
-std::vector<unsigned char> note(std::uint32_t type, std::vector<unsigned char> desc, std::size_t align) {
+std::vector<unsigned char> note(std::uint32_t type, std::vector<unsigned char> desc,
+                                std::size_t align) {
   std::vector<unsigned char> n(12);
   std::uint32_t namesz = 4, descsz = static_cast<std::uint32_t>(desc.size());
   std::memcpy(n.data(), &namesz, 4);
@@ -84,8 +88,8 @@ Elf64_Ehdr elf_header() {
 
 // A minimal ELF file whose notes sit in one PT_NOTE segment (or, with
 // as_section, only in one SHT_NOTE section).
-std::vector<unsigned char> elf_with_notes(const std::vector<unsigned char>& notes, std::size_t align,
-                                          bool as_section) {
+std::vector<unsigned char> elf_with_notes(const std::vector<unsigned char>& notes,
+                                          std::size_t align, bool as_section) {
   std::vector<unsigned char> f;
   auto eh = elf_header();
   const std::size_t table = sizeof(Elf64_Ehdr), data = 256;
@@ -147,7 +151,8 @@ TEST_SUITE("build_id") {
     CHECK(other != tlaunch::detail::self_build_id());
   }
 
-  TEST_CASE("the build id is found in a PT_NOTE segment, after other notes, with 4- or 8-byte padding") {
+  TEST_CASE(
+      "the build id is found in a PT_NOTE segment, after other notes, with 4- or 8-byte padding") {
     for (std::size_t align : {4u, 8u}) {
       CAPTURE(align);
       // An odd-sized note first, so a wrong padding rule misses the build id.
@@ -179,8 +184,9 @@ TEST_SUITE("build_id") {
 
   TEST_CASE("files that are not 64-bit little-endian ELF are refused, naming the file") {
     temp_file text(std::vector<unsigned char>{'h', 'e', 'l', 'l', 'o', '\n'});
-    CHECK_THROWS_WITH(tlaunch::detail::file_build_id(text.path),
-                      doctest::Contains((text.path + " is not a 64-bit ELF binary: no ELF magic").c_str()));
+    CHECK_THROWS_WITH(
+        tlaunch::detail::file_build_id(text.path),
+        doctest::Contains((text.path + " is not a 64-bit ELF binary: no ELF magic").c_str()));
 
     auto eh = elf_header();
     eh.e_ident[EI_CLASS] = ELFCLASS32;

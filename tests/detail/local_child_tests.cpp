@@ -1,4 +1,3 @@
-#include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,9 +12,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <tlaunch/launch/local_child.hpp>
 #include <utility>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <tlaunch/launch/local_child.hpp>
 
 using namespace std::chrono_literals;
 using tlaunch::launch::exit_status;
@@ -162,7 +164,8 @@ TEST_SUITE("local_child") {
     c->kill();
     CHECK(r.wait_exit().signal == SIGKILL);
     auto until = std::chrono::steady_clock::now() + 2s;
-    while (alive(grandchild) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+    while (alive(grandchild) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(10ms);
     CHECK_FALSE(alive(grandchild));
   }
 
@@ -227,10 +230,12 @@ TEST_SUITE("local_child") {
 
   TEST_CASE("a binary that cannot run is an error naming it, not a silent exit") {
     recorder r;
-    CHECK_THROWS_WITH(start_local_child({"/nonexistent/node-binary", "x"}, r.callbacks()),
-                      "cannot start node binary /nonexistent/node-binary: No such file or directory");
-    CHECK_THROWS_WITH(start_local_child({"no-such-node-binary-here"}, r.callbacks()),
-                      doctest::Contains("cannot start node binary no-such-node-binary-here: not found"));
+    CHECK_THROWS_WITH(
+        start_local_child({"/nonexistent/node-binary", "x"}, r.callbacks()),
+        "cannot start node binary /nonexistent/node-binary: No such file or directory");
+    CHECK_THROWS_WITH(
+        start_local_child({"no-such-node-binary-here"}, r.callbacks()),
+        doctest::Contains("cannot start node binary no-such-node-binary-here: not found"));
     char name[] = "/tmp/tlaunch_not_executable_XXXXXX";
     int fd = ::mkstemp(name);
     REQUIRE(fd >= 0);
@@ -257,11 +262,11 @@ TEST_SUITE("local_child") {
     o.env = {{"TLAUNCH_TEST_ADDED", "a b=c"}, {"TLAUNCH_TEST_REPLACED", "node"}};
     o.working_dir = dir;
     recorder r;
-    auto c = start_local_child(
-        {"sh", "-c",
-         "echo \"$TLAUNCH_TEST_ADDED\"; echo \"$TLAUNCH_TEST_REPLACED\"; echo \"$TLAUNCH_TEST_KEPT\"; "
-         "env | grep -c '^TLAUNCH_TEST_REPLACED='; pwd"},
-        r.callbacks(), o);
+    auto c = start_local_child({"sh", "-c",
+                                "echo \"$TLAUNCH_TEST_ADDED\"; echo \"$TLAUNCH_TEST_REPLACED\"; "
+                                "echo \"$TLAUNCH_TEST_KEPT\"; "
+                                "env | grep -c '^TLAUNCH_TEST_REPLACED='; pwd"},
+                               r.callbacks(), o);
     CHECK(r.wait_exit().ok());
     CHECK(r.of(stream::out) == std::vector<std::string>{"a b=c", "node", "kept", "1", dir});
     ::unsetenv("TLAUNCH_TEST_REPLACED");
@@ -270,7 +275,8 @@ TEST_SUITE("local_child") {
   }
 
   TEST_CASE("the node starts with no blocked signals and SIGPIPE not ignored") {
-    struct sigaction ign {}, old {};
+    struct sigaction ign {
+    }, old{};
     ign.sa_handler = SIG_IGN;
     ::sigaction(SIGPIPE, &ign, &old);  // as a launcher that ignores SIGPIPE would
     sigset_t term, old_mask;
@@ -326,7 +332,8 @@ TEST_SUITE("local_child") {
     ::kill(static_cast<pid_t>(middle->pid()), SIGKILL);
     CHECK(r.wait_exit().signal == SIGKILL);
     auto until = std::chrono::steady_clock::now() + 2s;
-    while (alive(sleeper) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+    while (alive(sleeper) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(10ms);
     CHECK_FALSE(alive(sleeper));
   }
 

@@ -1,4 +1,3 @@
-#include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +9,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <tlaunch/launch/output.hpp>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <tlaunch/launch/output.hpp>
 
 using tlaunch::launch::color_mode;
 using tlaunch::launch::output_printer;
@@ -130,7 +132,8 @@ TEST_SUITE("output") {
     p.print("worker/0", stream::out, "two");
     CHECK(out.text() == "[worker/0] one\n[worker/0] two\n");
     std::string e = err.text();
-    CHECK(e.find("cannot write the log file " + blocker + "/logs/worker.0.log") != std::string::npos);
+    CHECK(e.find("cannot write the log file " + blocker + "/logs/worker.0.log") !=
+          std::string::npos);
     CHECK(e.find("cannot write") == e.rfind("cannot write"));
   }
 
@@ -182,7 +185,8 @@ TEST_SUITE("output") {
       bool ok = plain.size() > 9 && plain.compare(0, 6, "[node/") == 0 && plain[7] == ']';
       if (ok) {
         int t = plain[6] - '0';
-        ok = t >= 0 && t < 4 && plain.substr(9) == std::string(100 + t * 37, static_cast<char>('a' + t));
+        ok = t >= 0 && t < 4 &&
+             plain.substr(9) == std::string(100 + t * 37, static_cast<char>('a' + t));
       }
       ++(ok ? whole : broken);
     }

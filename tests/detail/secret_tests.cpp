@@ -1,7 +1,8 @@
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <set>
+
+#include <doctest/doctest.h>
+
 #include <tlaunch/detail/secret.hpp>
 
 TEST_SUITE("secret") {
@@ -11,7 +12,8 @@ TEST_SUITE("secret") {
     CHECK(seen.size() == 16);
     // Not stuck at zero: 16 x 32 zero bytes from a working kernel RNG is impossible in practice.
     bool any_nonzero = false;
-    for (auto& s : seen) any_nonzero = any_nonzero || std::any_of(s.begin(), s.end(), [](auto b) { return b != 0; });
+    for (auto& s : seen)
+      any_nonzero = any_nonzero || std::any_of(s.begin(), s.end(), [](auto b) { return b != 0; });
     CHECK(any_nonzero);
   }
 

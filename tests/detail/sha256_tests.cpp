@@ -1,10 +1,11 @@
-#include <doctest/doctest.h>
-
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <tlaunch/detail/secret.hpp>
 #include <tlaunch/detail/sha256.hpp>
-#include <vector>
 
 namespace {
 

@@ -49,7 +49,8 @@ class elf_file {
   explicit elf_file(const std::string& path) : path_(path) {
     do fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     while (fd_ < 0 && errno == EINTR);
-    if (fd_ < 0) throw std::runtime_error("cannot read binary " + path + ": " + std::strerror(errno));
+    if (fd_ < 0)
+      throw std::runtime_error("cannot read binary " + path + ": " + std::strerror(errno));
   }
   ~elf_file() { ::close(fd_); }
   elf_file(const elf_file&) = delete;
@@ -62,7 +63,8 @@ class elf_file {
     while (got < n) {
       ssize_t r = ::pread(fd_, buf.data() + got, n - got, static_cast<off_t>(off + got));
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw std::runtime_error("cannot read binary " + path_ + ": " + std::strerror(errno));
+      if (r < 0)
+        throw std::runtime_error("cannot read binary " + path_ + ": " + std::strerror(errno));
       if (r == 0) break;
       got += static_cast<std::size_t>(r);
     }

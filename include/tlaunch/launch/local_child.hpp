@@ -256,8 +256,9 @@ class local_child final : public child {
     const int fds[4] = {in_r.get(), out_w.get(), err_w.get(), status_w.get()};
     pid_ = detail::fork_thread::instance().fork(
         [&] { exec_in_child(parent, fds, file.c_str(), args.data(), envp.data(), dir); });
-    if (pid_ < 0) throw std::runtime_error("cannot start node binary " + name + ": fork: " +
-                                           detail::errno_text(-pid_));
+    if (pid_ < 0)
+      throw std::runtime_error("cannot start node binary " + name +
+                               ": fork: " + detail::errno_text(-pid_));
     in_r.reset();
     out_w.reset();
     err_w.reset();

@@ -3,8 +3,6 @@
 // each node kept for the failure report.
 #pragma once
 
-#include <fmt/color.h>
-#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +20,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <fmt/color.h>
+#include <fmt/format.h>
 
 #include "child.hpp"
 
@@ -82,10 +83,10 @@ class output_printer {
   // The color of a node: every replica of "worker" shares one, and it is the same
   // in every run (FNV-1a, not std::hash, whose value the standard leaves open).
   static fmt::color color_of(std::string_view who) {
-    static constexpr fmt::color palette[] = {
-        fmt::color::cyan,        fmt::color::gold,       fmt::color::lime_green,
-        fmt::color::orchid,      fmt::color::orange,     fmt::color::deep_sky_blue,
-        fmt::color::light_coral, fmt::color::spring_green};
+    static constexpr fmt::color palette[] = {fmt::color::cyan,        fmt::color::gold,
+                                             fmt::color::lime_green,  fmt::color::orchid,
+                                             fmt::color::orange,      fmt::color::deep_sky_blue,
+                                             fmt::color::light_coral, fmt::color::spring_green};
     auto name = who.substr(0, std::min(who.find('/'), who.find('@')));
     std::uint32_t h = 2166136261u;
     for (unsigned char c : name) h = (h ^ c) * 16777619u;
@@ -106,9 +107,8 @@ class output_printer {
       f = std::make_unique<std::ofstream>(path, std::ios::trunc);
       if (!*f) {
         std::string why = ec ? ec.message() : std::string(std::strerror(errno));
-        std::string warn =
-            fmt::format("[launcher] cannot write the log file {} ({}); {} is only printed\n",
-                        path, why, who);
+        std::string warn = fmt::format(
+            "[launcher] cannot write the log file {} ({}); {} is only printed\n", path, why, who);
         std::fwrite(warn.data(), 1, warn.size(), err_);
         std::fflush(err_);
       }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <map>
@@ -12,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -89,8 +92,14 @@ inline std::vector<placement> place_instances(const std::vector<tlaunch::detail:
 
 }  // namespace detail
 
+// Launches every node of p on the hosts of o (--hosts, --hostfile, --place) and
+// runs the program to its end; returns the launcher's exit code. Throws
+// launch_error, naming each host, when a host cannot be reached, refuses the key,
+// has an unknown or changed host key, or cannot take the binary.
+// TLAUNCH_TIMINGS=1 in the environment prints how long each phase took.
 template <class... Nodes>
 int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  const auto began = std::chrono::steady_clock::now();
   auto nodes = tlaunch::detail::describe(p, o.replicas);
   auto hosts = detail::ssh_hosts(o);
   auto places = detail::place_instances(nodes, o, hosts);
@@ -134,8 +143,13 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
             }));
           for (auto& f : batch) f.get();
         }
+        // upload_cached reports (0, total) only when it really copies; a cached
+        // binary reports (total, total) alone and gets the "already cached" line.
+        bool copying = false;
         std::uint64_t last_pct = 101;
         hs.remote_path = got[0]->upload_cached(exe, build_id, [&](std::uint64_t done, std::uint64_t total) {
+          if (done == 0) copying = true;
+          if (!copying) return;
           std::uint64_t pct = total ? done * 100 / total : 100;
           if (pct / 25 != last_pct / 25 || done == total) {
             last_pct = pct;
@@ -160,6 +174,7 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
     if (!hs.error.empty()) errors += "\n  " + hs.error;
   if (!errors.empty()) throw launch_error("cannot start nodes over ssh:" + errors);
 
+  const auto launched = std::chrono::steady_clock::now();
   coordinator coord(nodes, o, out);
   coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
   int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
@@ -174,6 +189,16 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
     for (auto& a : tail) cmd += " " + ssh::shell_quote(a);
     return s.exec(cmd, std::move(cb));
   });
+  if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
+    auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+    out.print("launcher", stream::err,
+              "timings: " + std::to_string(places.size()) + " nodes on " +
+                  std::to_string(by_host.size()) + " hosts; ssh sessions and upload " +
+                  std::to_string(ms(launched - began)) + " ms; start of the nodes to all registered " +
+                  std::to_string(coord.time_to_registered().count()) + " ms; stop " +
+                  std::to_string(coord.time_to_stop().count()) + " ms; total " +
+                  std::to_string(ms(std::chrono::steady_clock::now() - began)) + " ms");
+  }
   return code;
 }
 

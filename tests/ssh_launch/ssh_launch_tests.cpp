@@ -1,0 +1,342 @@
+// --launch=ssh end to end: the examples and remote_program run as real processes
+// against the loopback sshd of tools/sshd-fixture.sh, whose "hosts" are 127.0.0.2 and
+// 127.0.0.3 (TLAUNCH_SSHD_ENV names its env file; CTest and the Meson wrapper set it).
+// Node processes are found by the cached binary's path in /proc/*/cmdline.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <tlaunch/detail/build_id.hpp>
+
+#include "../integration/process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace it = tlaunch::integration;
+using it::process;
+using namespace std::chrono_literals;
+
+struct fixture_env {
+  std::string port, identity, known_hosts, user;
+};
+
+const fixture_env& env() {
+  static const fixture_env e = [] {
+    const char* path = std::getenv("TLAUNCH_SSHD_ENV");
+    if (path == nullptr || *path == '\0')
+      FAIL("TLAUNCH_SSHD_ENV is not set: run these tests through ctest (fixture sshd) or "
+           "`tools/sshd-fixture.sh run DIR -- <test binary>`");
+    std::ifstream in(path);
+    if (!in) FAIL("cannot read the sshd fixture env file " << path);
+    std::map<std::string, std::string> kv;
+    for (std::string line; std::getline(in, line);)
+      if (auto eq = line.find('='); eq != std::string::npos)
+        kv[line.substr(0, eq)] = line.substr(eq + 1);
+    return fixture_env{kv.at("PORT"), kv.at("IDENTITY"), kv.at("KNOWN_HOSTS"), kv.at("USER")};
+  }();
+  return e;
+}
+
+// "root@127.0.0.2:PORT": the host as a user writes it, and as the launcher prints it.
+std::string host(const char* addr, const std::string& port = env().port) {
+  return env().user + "@" + addr + ":" + port;
+}
+std::string h2() { return host("127.0.0.2"); }
+std::string h3() { return host("127.0.0.3"); }
+
+bool has(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+// exe --launch=ssh --hosts=... with the fixture's key and known_hosts, then `flags`,
+// then `-- args` when there are any. Later flags override the earlier ones.
+std::vector<std::string> ssh_launch(const char* exe, const std::vector<std::string>& hosts,
+                                    std::vector<std::string> flags = {},
+                                    std::vector<std::string> args = {}) {
+  std::string list;
+  for (auto& h : hosts) list += (list.empty() ? "" : ",") + h;
+  std::vector<std::string> a{exe, "--launch=ssh", "--hosts=" + list, "--color=never",
+                             "--ssh-identity=" + env().identity,
+                             "--known-hosts=" + env().known_hosts};
+  a.insert(a.end(), flags.begin(), flags.end());
+  if (!args.empty()) {
+    a.push_back("--");
+    a.insert(a.end(), args.begin(), args.end());
+  }
+  return a;
+}
+
+// Where the launcher caches `exe` on the hosts: ~/.cache/tlaunch/<build-id>/<name> of the
+// fixture's user, whose home is on this machine.
+std::string cached_path(const char* exe) {
+  const passwd* pw = ::getpwnam(env().user.c_str());
+  REQUIRE(pw != nullptr);
+  return std::string(pw->pw_dir) + "/.cache/tlaunch/" + tlaunch::detail::file_build_id(exe) +
+         "/" + fs::path(exe).filename().string();
+}
+
+// A port on 127.0.0.2 where nothing listens (bound then released).
+std::string closed_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return std::to_string(ntohs(a.sin_port));
+}
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    char tmpl[] = "/tmp/tlaunch-ssh-launch-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A fresh ed25519 key pair in dir (private key path returned; the public key beside it).
+std::string fresh_key(const fs::path& dir) {
+  auto key = (dir / "other_key").string();
+  auto r = it::run({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key}, 20s);
+  REQUIRE(r.code == 0);
+  return key;
+}
+
+}  // namespace
+
+TEST_SUITE("ssh_launch") {
+  TEST_CASE("hello_world across two hosts: every producer's line, total 400, exit 0") {
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2(), h3()}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // Round-robin in program order: counter/0 on h2, then producers on h3, h2, h3, h2.
+    CHECK(has(r.out, "[producer/0@" + h3() + "] added 100"));
+    CHECK(has(r.out, "[producer/1@" + h2() + "] added 100"));
+    CHECK(has(r.out, "[producer/2@" + h3() + "] added 100"));
+    CHECK(has(r.out, "[producer/3@" + h2() + "] added 100"));
+    CHECK(process::occurrences(r.out, "] added 100, total now ") == 4);
+    CHECK(has(r.out, "total now 400\n"));
+    CHECK(it::node_pids(cached_path(TLAUNCH_HELLO_WORLD_EXE)).empty());
+  }
+
+  TEST_CASE("consumer_producers across two hosts: the consumer gets every producer's result") {
+    auto r = it::run(ssh_launch(TLAUNCH_CONSUMER_PRODUCERS_EXE, {h2(), h3()}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // producer/0..2 on h2, h3, h2; the consumer on h3.
+    CHECK(has(r.out, "[consumer/0@" + h3() + "] sum of 3 results: 14\n"));  // 1 + 4 + 9
+    CHECK(has(r.out, "[consumer/0@" + h3() + "] broadcast work(10) to 3 producers: 300\n"));
+    CHECK(has(r.out, "[producer/1@" + h3() + "] served 2 calls, produced 104\n"));
+    CHECK(it::node_pids(cached_path(TLAUNCH_CONSUMER_PRODUCERS_EXE)).empty());
+  }
+
+  TEST_CASE("the second launch finds the binary cached and skips the upload") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    std::error_code ec;
+    fs::remove_all(fs::path(cached).parent_path(), ec);
+
+    auto first = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()}, {}, {"where"}), 60s);
+    CAPTURE(first.all);
+    CHECK(first.code == 0);
+    CHECK(has(first.err, "[launcher] uploading to " + h2() + ": "));
+    CHECK_FALSE(has(first.err, "already cached"));
+    CHECK(fs::is_regular_file(cached));
+
+    auto second = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()}, {}, {"where"}), 60s);
+    CAPTURE(second.all);
+    CHECK(second.code == 0);
+    CHECK(has(second.err, "[launcher] " + h2() + ": binary already cached"));
+    CHECK_FALSE(has(second.err, "uploading to"));
+    CHECK(process::occurrences(second.out, "] reached at 127.0.0.2\n") == 2);
+  }
+
+  TEST_CASE("--place puts a node's replicas on the named host") {
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
+                                {"--replicas", "worker=3", "--place", "worker=" + h3()}, {"where"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // SSH_CONNECTION in each node says which address its session reached.
+    for (const char* w : {"worker/0", "worker/1", "worker/2"})
+      CHECK(has(r.out, "[" + std::string(w) + "@" + h3() + "] reached at 127.0.0.3\n"));
+    CHECK_FALSE(has(r.out, "127.0.0.2"));
+  }
+
+  TEST_CASE("a node that crashes on a remote host stops the program and is named") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--grace=3"}, {"abort"}));
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    // worker/1 runs on the second host and aborts; worker/0 is stopped.
+    CHECK(has(p.err(), "[launcher] node worker/1@" + h3() + " failed: killed by signal SIGABRT"));
+    CHECK(has(p.err(), "last output of worker/1@" + h3()));
+    CHECK(it::node_pids(cached).empty());
+  }
+
+  TEST_CASE("SIGKILL of the launcher: no node process is left on any host within seconds") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=4"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 4));
+    auto pids = it::node_pids(cached);
+    CAPTURE(p.all());
+    REQUIRE(pids.size() == 4);
+    p.signal(SIGKILL);
+    CHECK(p.wait(5s) == 128 + SIGKILL);
+    CHECK(it::all_gone(pids, 5s));
+    CHECK(it::node_pids(cached).empty());
+  }
+
+  TEST_CASE("a host where nothing listens is named in the error") {
+    const std::string dead = host("127.0.0.2", closed_port());
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h3(), dead}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "cannot start nodes over ssh"));
+    CHECK(has(r.err, "ssh " + dead + ": cannot connect"));
+    CHECK_FALSE(has(r.err, "ssh " + h3() + ":"));  // the good host is not blamed
+  }
+
+  TEST_CASE("a key the host refuses is named with the host and the key file") {
+    temp_dir tmp;
+    auto key = fresh_key(tmp.path);
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2()}, {"--ssh-identity=" + key}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "ssh " + h2() + ": "));
+    CHECK(has(r.err, "authentication refused for user root"));
+    CHECK(has(r.err, key));
+  }
+
+  TEST_CASE("an unknown host key is refused with its fingerprint; --ssh-accept-new records it") {
+    temp_dir tmp;
+    auto known = (tmp.path / "known_hosts").string();
+    std::ofstream(known).flush();
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2()}, {"--known-hosts=" + known}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "ssh " + h2() + ": "));
+    CHECK(has(r.err, "host key unknown"));
+    CHECK(has(r.err, "SHA256:"));
+
+    auto ok = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2()},
+                                 {"--known-hosts=" + known, "--ssh-accept-new"}),
+                      60s);
+    CAPTURE(ok.all);
+    CHECK(ok.code == 0);
+    CHECK(has(ok.out, "total now 400\n"));
+    CHECK(has(read_all(known), "[127.0.0.2]:" + env().port + " "));
+  }
+
+  TEST_CASE("a changed host key is refused even with --ssh-accept-new") {
+    temp_dir tmp;
+    auto key = fresh_key(tmp.path);
+    auto pub = read_all(key + ".pub");
+    auto known = (tmp.path / "known_hosts").string();
+    std::ofstream(known) << "[127.0.0.2]:" << env().port << " " << pub;
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2()},
+                                {"--known-hosts=" + known, "--ssh-accept-new"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "ssh " + h2() + ": "));
+    CHECK(has(r.err, "HOST KEY CHANGED"));
+  }
+
+  TEST_CASE("run_cmd: one runner per host, and the display prints every host's rows") {
+    auto r = it::run(ssh_launch(TLAUNCH_RUN_CMD_EXE, {h2(), h3()}, {"--replicas", "runner=2"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // runner/0 on h2, runner/1 on h3, display/0 on h2.
+    const std::string display = "[display/0@" + h2() + "] ";
+    CHECK(has(r.out, display + "runner "));
+    auto row = [&](const char* runner, const char* address, const char* command) {
+      for (std::string_view rest = r.out; !rest.empty();) {
+        auto nl = rest.find('\n');
+        std::string line(rest.substr(0, nl));
+        rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+        if (line.rfind(display + runner + " ", 0) == 0 && has(line, std::string(" ") + address + " ") &&
+            has(line, std::string(" ") + command + " "))
+          return line;
+      }
+      return std::string();
+    };
+    for (auto [runner, address] : {std::pair{"runner/0", "127.0.0.2"}, {"runner/1", "127.0.0.3"}}) {
+      auto nproc = row(runner, address, "nproc");
+      CAPTURE(nproc);
+      CHECK(nproc.find_last_of("0123456789") == nproc.size() - 1);
+    }
+    CHECK(process::occurrences(r.out, " uptime ") == 2);
+    CHECK(process::occurrences(r.out, " nvidia-smi -L ") == 2);
+  }
+
+  TEST_CASE("TLAUNCH_TIMINGS=1: 16 nodes on two hosts, time to registered and to stop") {
+    ::setenv("TLAUNCH_TIMINGS", "1", 1);
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2(), h3()}, {"--replicas", "producer=15"}),
+                     120s);
+    ::unsetenv("TLAUNCH_TIMINGS");
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "total now 1500\n"));
+    CHECK(has(r.err, "[launcher] timings: 16 nodes on 2 hosts; ssh sessions and upload "));
+    CHECK(has(r.err, " ms; start of the nodes to all registered "));
+    MESSAGE(r.err.substr(r.err.find("timings:")));
+  }
+
+  TEST_CASE("a binary that cannot run there fails the launch naming node and host") {
+    // The cache folder of remote_program becomes a noexec tmpfs: the upload works, exec fails.
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    const auto dir = fs::path(cached).parent_path();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir);
+    if (::mount("tlaunch-noexec", dir.c_str(), "tmpfs", MS_NOEXEC | MS_NOSUID | MS_NODEV,
+                "size=64m") != 0) {
+      MESSAGE("skipped: cannot mount a noexec tmpfs here (" << std::strerror(errno) << ")");
+      return;
+    }
+    struct unmount {
+      fs::path d;
+      ~unmount() {
+        ::umount2(d.c_str(), MNT_DETACH);
+        std::error_code ec;
+        fs::remove_all(d, ec);
+      }
+    } cleanup{dir};
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()}, {"--replicas", "worker=1"},
+                                {"idle"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 1);
+    CHECK(has(r.err, "[launcher] node worker/0@" + h2() + " failed: exited with code 126"));
+    CHECK(has(r.err, "Permission denied"));
+  }
+}

@@ -188,6 +188,40 @@ TEST_SUITE("ssh_launch") {
     CHECK_FALSE(has(r.out, "127.0.0.2"));
   }
 
+  TEST_CASE("--hostfile: slots=N gives a host N places in the round-robin order") {
+    temp_dir tmp;
+    auto file = (tmp.path / "hosts").string();
+    std::ofstream(file) << "# two places on the first host\n"
+                        << h2() << " slots=2\n\n"
+                        << h3() << "  # one here\n";
+    auto a = ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {}, {"--hostfile=" + file, "--replicas",
+                                                         "worker=3"},
+                        {"where"});
+    a.erase(a.begin() + 2);  // no --hosts
+    auto r = it::run(a, 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "[worker/0@" + h2() + "] reached at 127.0.0.2\n"));
+    CHECK(has(r.out, "[worker/1@" + h2() + "] reached at 127.0.0.2\n"));
+    CHECK(has(r.out, "[worker/2@" + h3() + "] reached at 127.0.0.3\n"));
+  }
+
+  TEST_CASE("Ctrl-C stops the nodes on every host and exits 130") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=4"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 4));
+    auto pids = it::node_pids(cached);
+    REQUIRE(pids.size() == 4);
+    p.signal(SIGINT);
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.all());
+    CHECK(code == 130);
+    CHECK(has(p.err(), "[launcher] interrupted: stopping every node"));
+    CHECK_FALSE(has(p.err(), "killing it"));  // every node stopped within the grace period
+    CHECK(it::all_gone(pids, 5s));
+  }
+
   TEST_CASE("a node that crashes on a remote host stops the program and is named") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--grace=3"}, {"abort"}));

@@ -177,15 +177,20 @@ TEST_SUITE("ssh_launch") {
   }
 
   TEST_CASE("--place puts a node's replicas on the named host") {
-    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
-                                {"--replicas", "worker=3", "--place", "worker=" + h3()}, {"where"}),
-                     60s);
-    CAPTURE(r.all);
-    CHECK(r.code == 0);
-    // SSH_CONNECTION in each node says which address its session reached.
-    for (const char* w : {"worker/0", "worker/1", "worker/2"})
-      CHECK(has(r.out, "[" + std::string(w) + "@" + h3() + "] reached at 127.0.0.3\n"));
-    CHECK_FALSE(has(r.out, "127.0.0.2"));
+    // Written as in --hosts, or by its name alone: the listed login (user, port) is used.
+    for (const std::string& placed : {h3(), std::string("127.0.0.3")}) {
+      CAPTURE(placed);
+      auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
+                                  {"--replicas", "worker=3", "--place", "worker=" + placed},
+                                  {"where"}),
+                       60s);
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      // SSH_CONNECTION in each node says which address its session reached.
+      for (const char* w : {"worker/0", "worker/1", "worker/2"})
+        CHECK(has(r.out, "[" + std::string(w) + "@" + h3() + "] reached at 127.0.0.3\n"));
+      CHECK_FALSE(has(r.out, "127.0.0.2"));
+    }
   }
 
   TEST_CASE("--hostfile: slots=N gives a host N places in the round-robin order") {

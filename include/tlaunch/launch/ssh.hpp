@@ -67,6 +67,25 @@ inline std::vector<std::string> ssh_hosts(const options& o) {
   return hosts;
 }
 
+// A --place host as one of the listed hosts: `--hosts=alice@h1:2222 --place x=h1` means
+// that same login, not h1 as the local user. A name no listed host has stays as written.
+inline std::string listed_host(const std::string& placed, const std::vector<std::string>& hosts) {
+  if (std::find(hosts.begin(), hosts.end(), placed) != hosts.end()) return placed;
+  std::string match;
+  for (const auto& h : hosts) {
+    try {
+      if (ssh::host_spec::parse(h).host != placed || h == match) continue;
+    } catch (const std::exception&) {
+      continue;  // reported when the launcher connects to it
+    }
+    if (!match.empty())
+      throw launch_error("--place: host '" + placed + "' is ambiguous (both " + match + " and " +
+                         h + " are listed); write it as in --hosts");
+    match = h;
+  }
+  return match.empty() ? placed : match;
+}
+
 // Which host each instance runs on: --place for a node, else round-robin.
 inline std::vector<placement> place_instances(const std::vector<tlaunch::detail::node_info>& nodes,
                                               const options& o,
@@ -82,7 +101,7 @@ inline std::vector<placement> place_instances(const std::vector<tlaunch::detail:
   for (const auto& n : nodes) {
     auto it = o.place.find(std::string(n.name));
     for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat) {
-      std::string host = it != o.place.end() ? it->second[r % it->second.size()]
+      std::string host = it != o.place.end() ? listed_host(it->second[r % it->second.size()], hosts)
                                              : hosts[rr++ % hosts.size()];
       out.push_back({flat, std::string(n.name) + "/" + std::to_string(r), host});
     }

@@ -195,7 +195,12 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
 
   const auto launched = std::chrono::steady_clock::now();
   coordinator coord(nodes, o, out);
-  coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
+  // The nodes dial the local address of their SSH connection: when one of those is IPv6,
+  // listen on "::" (dual-stack on Linux) so that IPv4 and IPv6 hosts both reach us.
+  bool any_v6 = false;
+  for (auto& [h, hs] : by_host)
+    for (auto& s : hs.sessions) any_v6 = any_v6 || s->local_address().find(':') != std::string::npos;
+  coord.listen(!o.coordinator_host.empty() ? o.coordinator_host : any_v6 ? "::" : "0.0.0.0");
   int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
                                    const std::vector<std::string>& tail, child_callbacks cb) {
     auto& hs = by_host[pl.host];

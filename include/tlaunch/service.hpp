@@ -99,9 +99,11 @@ struct exposed_method_check {
 
 // Wire id of a method: hash of "Service::method" and its signature.
 template <auto M>
+inline constexpr std::uint64_t method_id_v =
+    fnv1a(type_name<decltype(M)>(), fnv1a("|", fnv1a(member_name<M>())));
+template <auto M>
 constexpr std::uint64_t method_id() {
-  constexpr std::uint64_t h = fnv1a(member_name<M>());
-  return fnv1a(type_name<decltype(M)>(), fnv1a("|", h));
+  return method_id_v<M>;
 }
 
 template <class S, class = void>

@@ -38,6 +38,10 @@ constexpr std::string_view member_name() {
   return s;
 }
 
+// The same, as a constant: computed by the compiler, never per call.
+template <auto M>
+inline constexpr std::string_view member_name_v = member_name<M>();
+
 // "add" for &Counter::add.
 template <auto M>
 constexpr std::string_view short_member_name() {

@@ -109,7 +109,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using S = typename traits::service;
   using R = typename traits::result;
-  call_target target{&rt, flat, tlaunch::detail::member_name<M>()};
+  call_target target{&rt, flat, tlaunch::detail::member_name_v<M>};
   asio::any_io_executor fallback = rt.io.get_executor();
   instance* inst = direct ? direct : rt.local(flat);
 

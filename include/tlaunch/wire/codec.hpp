@@ -5,6 +5,8 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <cstring>
+#include <istream>
+#include <ostream>
 #include <memory>
 #include <span>
 #include <streambuf>
@@ -105,11 +107,35 @@ class span_in_buf : public std::streambuf {
 
 }  // namespace detail
 
+namespace detail {
+// One stream object per thread, pointed at each call's buffer: constructing a
+// std::ostream (its locale) per call cost more than the serialization itself.
+inline std::ostream& thread_ostream(std::streambuf* sb) {
+  thread_local std::ostream os(nullptr);
+  os.rdbuf(sb);
+  os.clear();
+  return os;
+}
+inline std::istream& thread_istream(std::streambuf* sb) {
+  thread_local std::istream is(nullptr);
+  is.rdbuf(sb);
+  is.clear();
+  return is;
+}
+// Detaches the stream from a buffer that is about to go away, also on exceptions.
+template <class S>
+struct stream_lease {
+  S& s;
+  ~stream_lease() { s.rdbuf(nullptr); }
+};
+}  // namespace detail
+
 template <class... T>
 void serialize_into(frame_buffer& b, const T&... values) {
   if constexpr (sizeof...(T) > 0) {
     detail::frame_out_buf sb(b);
-    std::ostream os(&sb);
+    std::ostream& os = detail::thread_ostream(&sb);
+    detail::stream_lease<std::ostream> lease{os};
     cereal::BinaryOutputArchive ar(os);
     ar(values...);
   }
@@ -121,7 +147,8 @@ template <class... T>
 void deserialize_from(std::span<const char> payload, T&... values) {
   detail::span_in_buf sb(payload);
   {
-    std::istream is(&sb);
+    std::istream& is = detail::thread_istream(&sb);
+    detail::stream_lease<std::istream> lease{is};
     cereal::BinaryInputArchive ar(is);
     if constexpr (sizeof...(T) > 0) ar(values...);
   }

@@ -34,17 +34,27 @@ template <auto M>
 using result_of = typename method_traits<decltype(M)>::result;
 
 template <class R>
-struct future_state {
+struct future_state;
+
+// The async_wait()er of a future: its completion handler, type-erased.
+template <class R>
+struct future_waiter {
+  virtual ~future_waiter() = default;
+  // Posts the handler to its executor with the state's result.
+  virtual void fire(const std::shared_ptr<future_state<R>>& s) = 0;
+};
+
+template <class R>
+struct future_state : std::enable_shared_from_this<future_state<R>> {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
   rpc::result_holder<R> value{};
-  // Resumes an async_wait()er; set at most once.
-  std::function<void()> waiter;
+  std::unique_ptr<future_waiter<R>> waiter;  // set at most once
 
   void set(std::exception_ptr e, rpc::result_holder<R>&& v) {
-    std::function<void()> w;
+    std::unique_ptr<future_waiter<R>> w;
     {
       std::lock_guard lk(mu);
       error = e;
@@ -53,8 +63,23 @@ struct future_state {
       w = std::move(waiter);
     }
     cv.notify_all();
-    if (w) w();
+    if (w) w->fire(this->shared_from_this());
   }
+};
+
+template <class R, class Handler>
+struct future_waiter_for final : future_waiter<R> {
+  explicit future_waiter_for(Handler&& h) : handler(std::move(h)) {}
+  void fire(const std::shared_ptr<future_state<R>>& s) override {
+    auto ex = asio::get_associated_executor(handler);
+    asio::post(ex, [s, h = std::move(handler)]() mutable {
+      if constexpr (std::is_void_v<R>)
+        std::move(h)(s->error);
+      else
+        std::move(h)(s->error, std::move(s->value));
+    });
+  }
+  Handler handler;
 };
 
 // Completion handler that fills a future's state (runs on the io pool).
@@ -104,23 +129,14 @@ class future {
   auto async_wait(Token&& token = {}) {
     return asio::async_initiate<Token, detail::completion_signature<R>>(
         [s = s_](auto handler) {
-          auto ex = asio::get_associated_executor(handler);
-          using H = decltype(handler);
-          auto hp = std::make_shared<H>(std::move(handler));
-          auto fire = [s, hp, ex] {
-            asio::post(ex, [s, hp] {
-              if constexpr (std::is_void_v<R>)
-                (*hp)(s->error);
-              else
-                (*hp)(s->error, std::move(s->value));
-            });
-          };
+          auto w = std::make_unique<detail::future_waiter_for<R, decltype(handler)>>(
+              std::move(handler));
           std::unique_lock lk(s->mu);
           if (s->done) {
             lk.unlock();
-            fire();
+            w->fire(s);
           } else {
-            s->waiter = fire;
+            s->waiter = std::move(w);
           }
         },
         token);

@@ -270,7 +270,7 @@ class runtime final : public rpc::connection_sink {
 
   // ----- connection_sink ------------------------------------------------------------
 
-  void on_call(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
+  void on_call(std::shared_ptr<rpc::connection> c, const wire::frame_header& h,
                std::span<const char> payload) override {
     rpc::instance* inst = hosted(h.target);
     if (!inst) {
@@ -285,7 +285,7 @@ class runtime final : public rpc::connection_sink {
                            ") exposes no method with id " + std::to_string(h.method));
       return;
     }
-    e->serve(*inst, c, h, payload);
+    e->serve(*inst, std::move(c), h, payload);
   }
   void on_control(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
                   std::span<const char> payload) override {

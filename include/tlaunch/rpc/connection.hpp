@@ -52,7 +52,8 @@ class connection_sink {
  public:
   virtual ~connection_sink() = default;
   // A call frame arrived (reader thread); payload is only valid during the call.
-  virtual void on_call(const std::shared_ptr<connection>& c, const wire::frame_header& h,
+  // c is handed over (moved on to the reply), so a call costs no extra refcount.
+  virtual void on_call(std::shared_ptr<connection> c, const wire::frame_header& h,
                        std::span<const char> payload) = 0;
   // A control frame (coordinator protocol) arrived.
   virtual void on_control(const std::shared_ptr<connection>& c, const wire::frame_header& h,

@@ -64,10 +64,12 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
   }
   std::uint64_t id = h.call_id;
   if constexpr (!traits::is_coroutine) {
-    asio::post(inst.strand, [obj = inst.object, conn = std::move(conn), id,
+    // A raw pointer: instances outlive every handler (the runtime joins its
+    // threads before it destroys them).
+    asio::post(inst.strand, [obj = static_cast<S*>(inst.object.get()), conn = std::move(conn), id,
                              args = std::move(args)]() mutable {
       try {
-        S& s = *static_cast<S*>(obj.get());
+        S& s = *obj;
         if constexpr (std::is_void_v<R>) {
           detail::invoke_method<M>(s, std::move(args));
           detail::send_result<void>(*conn, id, nullptr);

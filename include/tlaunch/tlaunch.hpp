@@ -6,6 +6,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "bytes.hpp"
 #include "context.hpp"
 #include "error.hpp"
 #include "handle.hpp"

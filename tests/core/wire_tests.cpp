@@ -7,6 +7,7 @@
 #include <tlaunch/detail/build_id.hpp>
 #include <tlaunch/detail/secret.hpp>
 #include <tlaunch/detail/sha256.hpp>
+#include <tlaunch/bytes.hpp>
 #include <tlaunch/service.hpp>
 #include <tlaunch/wire/codec.hpp>
 #include <tlaunch/wire/frame.hpp>
@@ -74,6 +75,45 @@ TEST_SUITE("wire") {
     CHECK(v == std::vector<int>{1, 2, 3});
     CHECK_THROWS(tlaunch::wire::deserialize_from(b.subspan(0, 6), s, n, v));  // truncated
     CHECK_THROWS(tlaunch::wire::deserialize_from(b, s));                     // trailing bytes
+  }
+
+  TEST_CASE("large bytes are sent from where they are and received as views") {
+    std::string big(200000, 'q');
+    tlaunch::bytes b(big);
+    tlaunch::wire::frame_buffer f;
+    tlaunch::wire::serialize_into(f, std::string("tag"), b, 7);
+    CHECK(f.has_externals());
+    CHECK(f.payload_size() == (8 + 3) + 8 + big.size() + 4);
+    f.seal({.type = tlaunch::wire::kind::call});
+    auto out = f.release();
+    std::string flat;
+    out.for_each_piece(0, [&](const char* p, std::size_t n) {
+      flat.append(p, n);
+      return true;
+    });
+    CHECK(flat.size() == out.size());
+    auto owner = std::make_shared<std::string>(flat);
+    std::shared_ptr<const void> shared = owner;
+    tlaunch::wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
+        tlaunch::wire::detail::current_payload_owner, &shared);
+    std::string tag;
+    tlaunch::bytes got;
+    int seven = 0;
+    tlaunch::wire::deserialize_from(std::span<const char>(owner->data(), owner->size())
+                                        .subspan(tlaunch::wire::header_size),
+                                    tag, got, seven);
+    CHECK(tag == "tag");
+    CHECK(seven == 7);
+    CHECK(got == b);
+    CHECK(got.data() >= owner->data());  // a view into the frame
+    CHECK(got.data() < owner->data() + owner->size());
+    // Skipping into the middle of a piece yields the rest.
+    std::size_t total = 0;
+    out.for_each_piece(100, [&](const char*, std::size_t n) {
+      total += n;
+      return true;
+    });
+    CHECK(total == out.size() - 100);
   }
 
   TEST_CASE("hello round trip; version and magic mismatches are explained") {

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../detail/buffer_pool.hpp"
 #include "../detail/io_thread.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
@@ -144,7 +145,7 @@ class connection : public std::enable_shared_from_this<connection> {
     h.call_id = next_call_id_++;
     f.seal(h);
     pending_.emplace(h.call_id, std::move(p));
-    out_.push_back(std::move(f.storage()));
+    out_.push_back(f.release());
     kick_locked(lk);
     return h.call_id;
   }
@@ -160,7 +161,7 @@ class connection : public std::enable_shared_from_this<connection> {
     if (!closed_) {
       wire::frame_buffer f;
       f.seal({.type = wire::kind::cancel, .call_id = call_id});
-      out_.push_back(std::move(f.storage()));
+      out_.push_back(f.release());
       kick_locked(lk);
     }
     return p;
@@ -170,7 +171,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void send(wire::frame_buffer&& f) {
     std::unique_lock lk(mu_);
     if (closed_) return;
-    out_.push_back(std::move(f.storage()));
+    out_.push_back(f.release());
     kick_locked(lk);
   }
 
@@ -256,7 +257,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void send_handshake(wire::frame_buffer&& f) {
     std::unique_lock lk(mu_);
     if (closed_) return;
-    pre_.push_back(std::move(f.storage()));
+    pre_.push_back(f.release());
     kick_locked(lk);
   }
 
@@ -401,11 +402,12 @@ class connection : public std::enable_shared_from_this<connection> {
         }
       }
       gather_.clear();
-      for (std::size_t i = batch_index_; i < batch_.size() && gather_.size() < 64; ++i) {
-        const auto& b = batch_[i];
-        std::size_t off = i == batch_index_ ? batch_offset_ : 0;
-        gather_.emplace_back(b.data() + off, b.size() - off);
-      }
+      for (std::size_t i = batch_index_; i < batch_.size() && gather_.size() < 64; ++i)
+        batch_[i].for_each_piece(i == batch_index_ ? batch_offset_ : 0,
+                                 [&](const char* p, std::size_t n) {
+                                   if (n) gather_.emplace_back(p, n);
+                                   return gather_.size() < 64;
+                                 });
       std::error_code ec;
       std::size_t n = socket_.write_some(gather_, ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
@@ -484,17 +486,50 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   void read_more() {
+    auto done = [self = shared_from_this()](std::error_code ec, std::size_t n) {
+      self->on_read(ec, n);
+    };
+    if (big_) {
+      socket_.async_read_some(asio::buffer(big_.get() + big_fill_, big_total_ - big_fill_),
+                              std::move(done));
+      return;
+    }
     if (end_ == cap_) reserve_frame(std::max<std::size_t>(end_ - begin_ + page, initial_buffer));
-    socket_.async_read_some(asio::buffer(buf_ + end_, cap_ - end_),
-                            [self = shared_from_this()](std::error_code ec, std::size_t n) {
-                              self->on_read(ec, n);
-                            });
+    socket_.async_read_some(asio::buffer(buf_ + end_, cap_ - end_), std::move(done));
+  }
+
+  // A large frame gets a page-aligned buffer of its own that the kernel reads
+  // into directly; payload views (tlaunch::bytes) may keep it after the frame.
+  void start_big_frame(std::size_t total) {
+    big_ = tlaunch::detail::buffer_pool::instance().get(total);
+    char* p = big_.get();
+    big_total_ = total;
+    big_fill_ = end_ - begin_;
+    std::memcpy(p, buf_ + begin_, big_fill_);
+    begin_ = end_ = 0;
+  }
+
+  // Returns false when the connection must stop reading.
+  bool finish_big_frame() {
+    auto check = wire::decode_header(big_.get(), cfg_->max_frame);
+    std::shared_ptr<const void> owner = std::move(big_);
+    big_.reset();
+    wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
+        wire::detail::current_payload_owner, &owner);
+    return handle_frame(check.header, {static_cast<const char*>(owner.get()) + wire::header_size,
+                                       check.header.size});
   }
 
   void on_read(std::error_code ec, std::size_t n) {
     if (ec) return read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
                                                        : "read from " + peer_name() +
                                                              " failed: " + ec.message());
+    if (big_) {
+      big_fill_ += n;
+      if (big_fill_ < big_total_) return read_more();
+      if (!finish_big_frame()) return read_stopped("");
+      return after_frames();
+    }
     end_ += n;
     // Everything the kernel has, before going back to it.
     for (;;) {
@@ -515,13 +550,20 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       std::size_t total = wire::header_size + check.header.size;
       if (end_ - begin_ < total) {
-        reserve_frame(total);
+        if (state_ == hs::ready && check.header.size >= wire::external_threshold)
+          start_big_frame(total);
+        else
+          reserve_frame(total);
         break;
       }
       std::span<const char> payload(buf_ + begin_ + wire::header_size, check.header.size);
       begin_ += total;
       if (!handle_frame(check.header, payload)) return read_stopped("");
     }
+    after_frames();
+  }
+
+  void after_frames() {
     if (begin_ == end_) begin_ = end_ = 0;
     {
       std::unique_lock lk(mu_);
@@ -620,18 +662,20 @@ class connection : public std::enable_shared_from_this<connection> {
   bool connected_ = false, socket_closed_ = false;
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
-  std::vector<wire::byte_vector> pre_, out_;
+  std::vector<wire::outgoing_frame> pre_, out_;
   std::unordered_map<std::uint64_t, std::shared_ptr<pending_call>> pending_;
   std::uint64_t next_call_id_ = 1;
 
   // Writer-only state (one writer at a time, guarded by writing_).
-  std::vector<wire::byte_vector> batch_;
+  std::vector<wire::outgoing_frame> batch_;
   std::size_t batch_index_ = 0, batch_offset_ = 0;
   std::vector<asio::const_buffer> gather_;
 
   // Reader-only state (one read in flight).
   char* buf_ = nullptr;
   std::size_t cap_ = 0, begin_ = 0, end_ = 0;
+  std::shared_ptr<char> big_;  // the large frame being read, if any
+  std::size_t big_total_ = 0, big_fill_ = 0;
   hs state_ = hs::await_hello;
   std::array<std::uint8_t, 16> my_nonce_{}, peer_nonce_{};
 };

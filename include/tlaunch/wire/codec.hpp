@@ -37,6 +37,50 @@ struct default_init_allocator : std::allocator<T> {
 };
 using byte_vector = std::vector<char, default_init_allocator<char>>;
 
+// Memory a frame sends from where it is instead of copying it (a large
+// tlaunch::bytes payload); `owner` keeps it alive until it is written.
+struct external_piece {
+  std::size_t at;  // offset in the inline bytes where it goes
+  std::shared_ptr<const void> owner;
+  const char* data;
+  std::size_t size;
+};
+
+// A frame ready to send: inline bytes (header first) with external pieces
+// spliced in at their offsets.
+struct outgoing_frame {
+  byte_vector inline_bytes;
+  std::vector<external_piece> externals;
+
+  std::size_t size() const {
+    std::size_t n = inline_bytes.size();
+    for (const auto& e : externals) n += e.size;
+    return n;
+  }
+  // Calls f(pointer, length) for each contiguous piece, skipping the first
+  // `skip` bytes; stops when f returns false.
+  template <class F>
+  void for_each_piece(std::size_t skip, F&& f) const {
+    std::size_t at = 0;
+    auto emit = [&](const char* p, std::size_t n) {
+      if (skip >= n) {
+        skip -= n;
+        return true;
+      }
+      p += skip;
+      n -= skip;
+      skip = 0;
+      return f(p, n);
+    };
+    for (const auto& e : externals) {
+      if (!emit(inline_bytes.data() + at, e.at - at)) return;
+      if (!emit(e.data, e.size)) return;
+      at = e.at;
+    }
+    emit(inline_bytes.data() + at, inline_bytes.size() - at);
+  }
+};
+
 // A growable byte buffer that reserves room for the frame header up front, so a
 // payload is serialized once, in place, and sent without another copy.
 class frame_buffer {
@@ -51,17 +95,26 @@ class frame_buffer {
     data_.resize(old + n);
     std::memcpy(data_.data() + old, p, n);
   }
-  std::size_t payload_size() const { return data_.size() - header_size; }
+  // Sends [p, p+n) from where it is; owner keeps it alive.
+  void append_external(std::shared_ptr<const void> owner, const char* p, std::size_t n) {
+    externals_.push_back({data_.size(), std::move(owner), p, n});
+    external_bytes_ += n;
+  }
+  std::size_t payload_size() const { return data_.size() - header_size + external_bytes_; }
   // Writes the header in front of the payload; h.size is filled in.
   void seal(frame_header h) {
     h.size = static_cast<std::uint32_t>(payload_size());
     encode_header(h, data_.data());
   }
+  // The inline bytes (header and payload when there are no external pieces).
   std::span<const char> bytes() const { return {data_.data(), data_.size()}; }
-  byte_vector& storage() { return data_; }
+  bool has_externals() const { return !externals_.empty(); }
+  outgoing_frame release() { return {std::move(data_), std::move(externals_)}; }
 
  private:
   byte_vector data_;
+  std::vector<external_piece> externals_;
+  std::size_t external_bytes_ = 0;
 };
 
 namespace detail {
@@ -94,6 +147,13 @@ class span_in_buf : public std::streambuf {
     setg(b, b, b + s.size());
   }
   std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
+  // The next n bytes, consumed without copying; null if there are fewer.
+  const char* take(std::size_t n) {
+    if (n > remaining()) return nullptr;
+    char* p = gptr();
+    setg(eback(), p + n, egptr());
+    return p;
+  }
 
  protected:
   std::streamsize xsgetn(char* s, std::streamsize n) override {
@@ -107,7 +167,29 @@ class span_in_buf : public std::streambuf {
 
 }  // namespace detail
 
+// Payloads at least this large go out from where they are (tlaunch::bytes).
+inline constexpr std::size_t external_threshold = 64 * 1024;
+
 namespace detail {
+// What the running serialize_into / deserialize_from on this thread works on,
+// for types that bypass cereal's copy (tlaunch::bytes).
+inline thread_local frame_buffer* active_output = nullptr;
+struct input_source {
+  span_in_buf* buf = nullptr;
+  const std::shared_ptr<const void>* owner = nullptr;  // the frame's own buffer, if shareable
+};
+inline thread_local input_source active_input{};
+// Set by the connection while a frame that owns its buffer is handled.
+inline thread_local const std::shared_ptr<const void>* current_payload_owner = nullptr;
+
+template <class T>
+struct scoped_set {
+  T& slot;
+  T old;
+  scoped_set(T& s, T v) : slot(s), old(s) { slot = v; }
+  ~scoped_set() { slot = old; }
+};
+
 // One stream object per thread, pointed at each call's buffer: constructing a
 // std::ostream (its locale) per call cost more than the serialization itself.
 inline std::ostream& thread_ostream(std::streambuf* sb) {
@@ -136,6 +218,7 @@ void serialize_into(frame_buffer& b, const T&... values) {
     detail::frame_out_buf sb(b);
     std::ostream& os = detail::thread_ostream(&sb);
     detail::stream_lease<std::ostream> lease{os};
+    detail::scoped_set<frame_buffer*> active(detail::active_output, &b);
     cereal::BinaryOutputArchive ar(os);
     ar(values...);
   }
@@ -149,6 +232,8 @@ void deserialize_from(std::span<const char> payload, T&... values) {
   {
     std::istream& is = detail::thread_istream(&sb);
     detail::stream_lease<std::istream> lease{is};
+    detail::scoped_set<detail::input_source> active(
+        detail::active_input, detail::input_source{&sb, detail::current_payload_owner});
     cereal::BinaryInputArchive ar(is);
     if constexpr (sizeof...(T) > 0) ar(values...);
   }

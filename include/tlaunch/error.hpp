@@ -1,8 +1,10 @@
 // The errors a call can end with. Each names the node and method it concerns.
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tlaunch {
 
@@ -75,5 +77,20 @@ class launch_error : public error {
  public:
   using error::error;
 };
+
+namespace detail {
+// An exception_ptr to an E built in place. std::make_exception_ptr(E(...))
+// would copy E, and copies of std::runtime_error share their message through a
+// reference count inside libstdc++ that ThreadSanitizer cannot see, which made
+// it report errors handed from io threads to callers.
+template <class E, class... A>
+std::exception_ptr make_error(A&&... args) {
+  try {
+    throw E(std::forward<A>(args)...);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+}  // namespace detail
 
 }  // namespace tlaunch

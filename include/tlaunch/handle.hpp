@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "detail/runtime.hpp"
@@ -57,7 +58,7 @@ struct future_state : std::enable_shared_from_this<future_state<R>> {
     std::unique_ptr<future_waiter<R>> w;
     {
       std::lock_guard lk(mu);
-      error = e;
+      error = std::move(e);
       value = std::move(v);
       done = true;
       w = std::move(waiter);
@@ -74,9 +75,9 @@ struct future_waiter_for final : future_waiter<R> {
     auto ex = asio::get_associated_executor(handler);
     asio::post(ex, [s, h = std::move(handler)]() mutable {
       if constexpr (std::is_void_v<R>)
-        std::move(h)(s->error);
+        std::move(h)(std::exchange(s->error, nullptr));
       else
-        std::move(h)(s->error, std::move(s->value));
+        std::move(h)(std::exchange(s->error, nullptr), std::move(s->value));
     });
   }
   Handler handler;
@@ -86,10 +87,10 @@ struct future_waiter_for final : future_waiter<R> {
 template <class R>
 struct future_handler {
   std::shared_ptr<future_state<R>> s;
-  void operator()(std::exception_ptr e) requires std::is_void_v<R> { s->set(e, {}); }
+  void operator()(std::exception_ptr e) requires std::is_void_v<R> { s->set(std::move(e), {}); }
   template <class V>
   void operator()(std::exception_ptr e, V&& v) requires(!std::is_void_v<R>) {
-    s->set(e, std::forward<V>(v));
+    s->set(std::move(e), std::forward<V>(v));
   }
 };
 
@@ -146,7 +147,8 @@ class future {
   R get() {
     std::unique_lock lk(s_->mu);
     s_->cv.wait(lk, [&] { return s_->done; });
-    if (s_->error) std::rethrow_exception(s_->error);
+    // Taken out of the shared state, so the exception dies on this thread.
+    if (s_->error) std::rethrow_exception(std::exchange(s_->error, nullptr));
     if constexpr (!std::is_void_v<R>) return std::move(s_->value);
   }
 

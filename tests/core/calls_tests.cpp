@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tlaunch/tlaunch.hpp>
 #include <vector>
@@ -51,11 +53,18 @@ struct Account {
     co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
     throw std::invalid_argument(why);
   }
+  int aborted_sleeps = 0;  // sleep_ms calls that were cancelled while sleeping
   asio::awaitable<int> sleep_ms(int ms) {
     asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
-    co_await t.async_wait(asio::use_awaitable);
+    std::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      ++aborted_sleeps;
+      throw std::system_error(ec);
+    }
     co_return ms;
   }
+  int aborted() const { return aborted_sleeps; }
   std::vector<char> echo(std::vector<char> v) { return v; }
   tlaunch::bytes echo_bytes(tlaunch::bytes b) { return b; }
   // Where a received payload lies in its page: views of the frame buffer start
@@ -71,7 +80,7 @@ struct Account {
   using rpc = tlaunch::methods<&Account::slow_add, &Account::add, &Account::get,
                                &Account::max_concurrency, &Account::interleaved, &Account::fail,
                                &Account::fail_later, &Account::sleep_ms, &Account::echo,
-                               &Account::echo_bytes, &Account::offset_in_page,
+                               &Account::echo_bytes, &Account::offset_in_page, &Account::aborted,
                                &Account::concat>;
 };
 
@@ -90,6 +99,16 @@ struct Caller {
   }
   using rpc = tlaunch::methods<&Caller::try_sync>;
 };
+
+// Polls f for up to 3 s.
+template <class F>
+bool eventually(F f) {
+  for (int i = 0; i < 300; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
 
 tlaunch::launch::options opts(bool wire) {
   tlaunch::launch::options o;
@@ -176,19 +195,27 @@ TEST_SUITE("calls") {
     }
   }
 
-  TEST_CASE("a deadline gives tlaunch::timeout") {
-    tlaunch::testing::test_launch t(bank, opts(true));
-    auto acc = t.get<"account">();
-    auto start = std::chrono::steady_clock::now();
-    CHECK_THROWS_AS(acc.sync<&Account::sleep_ms>(tlaunch::call_options{.timeout = 50ms}, 2000),
-                    tlaunch::timeout);
-    CHECK(std::chrono::steady_clock::now() - start < 1500ms);
-    CHECK(acc.sync<&Account::sleep_ms>(tlaunch::call_options{.timeout = 2000ms}, 1) == 1);
+  TEST_CASE("a deadline gives tlaunch::timeout and cancels the method") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::testing::test_launch t(bank, opts(wire));
+      auto acc = t.get<"account">();
+      auto start = std::chrono::steady_clock::now();
+      CHECK_THROWS_AS(acc.sync<&Account::sleep_ms>(tlaunch::call_options{.timeout = 50ms}, 5000),
+                      tlaunch::timeout);
+      CHECK(std::chrono::steady_clock::now() - start < 2500ms);
+      CHECK(eventually([&] { return acc.sync<&Account::aborted>() == 1; }));
+      CHECK(acc.sync<&Account::sleep_ms>(tlaunch::call_options{.timeout = 2000ms}, 1) == 1);
+      // A plain method with a deadline that it meets.
+      CHECK(acc.sync<&Account::add>(tlaunch::call_options{.timeout = 2000ms}, 4) == 4);
+    }
   }
 
-  TEST_CASE("Asio cancellation cancels a call in flight") {
+  TEST_CASE("Asio cancellation cancels a call in flight, and the method") {
+   for (bool wire : {false, true}) {
+    CAPTURE(wire);
     using namespace asio::experimental::awaitable_operators;
-    tlaunch::testing::test_launch t(bank, opts(true));
+    tlaunch::testing::test_launch t(bank, opts(wire));
     auto acc = t.get<"account">();
     asio::io_context io;
     auto fut = asio::co_spawn(
@@ -202,7 +229,9 @@ TEST_SUITE("calls") {
         asio::use_future);
     io.run();
     CHECK(fut.get() == 1);  // the timer won; the call was cancelled
+    CHECK(eventually([&] { return acc.sync<&Account::aborted>() == 1; }));
     CHECK(acc.sync<&Account::get>() == 0);
+   }
   }
 
   TEST_CASE("sync on an io thread is refused with a clear error") {

@@ -2,15 +2,21 @@
 // wire, and complete a handler with void(std::exception_ptr[, R]).
 #pragma once
 
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/associated_executor.hpp>
-#include <asio/co_spawn.hpp>
-#include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <tuple>
+
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "../detail/runtime.hpp"
 #include "../error.hpp"
@@ -44,15 +50,17 @@ struct call_target {
 
 // Invokes the handler on its own executor (the awaiting coroutine's strand).
 template <class R, class Handler>
-void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback,
-                          std::exception_ptr e, result_holder<R>&& r) {
+void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback, std::exception_ptr e,
+                          result_holder<R>&& r) {
   auto ex = asio::get_associated_executor(h, fallback);
-  asio::post(ex, [h = std::forward<Handler>(h), e, r = std::move(r)]() mutable {
+  // The exception_ptr is moved all the way: its last release then happens where
+  // the result is consumed, ordered by the handler's own synchronization.
+  asio::post(ex, [h = std::forward<Handler>(h), e = std::move(e), r = std::move(r)]() mutable {
     asio::get_associated_cancellation_slot(h).clear();
     if constexpr (std::is_void_v<R>)
-      std::move(h)(e);
+      std::move(h)(std::move(e));
     else
-      std::move(h)(e, std::move(r));
+      std::move(h)(std::move(e), std::move(r));
   });
 }
 
@@ -71,34 +79,126 @@ class remote_call final : public pending_call {
         else
           wire::deserialize_from(payload, r);
       } catch (const std::exception& e) {
-        return finish(std::make_exception_ptr(
-                          unavailable(target_.site(), std::string("malformed reply: ") + e.what())),
+        return finish(tlaunch::detail::make_error<unavailable>(
+                          target_.site(), std::string("malformed reply: ") + e.what()),
                       {});
       }
       return finish(nullptr, std::move(r));
     }
     auto [code, msg] = wire::decode_error(payload);
     if (code == wire::error_code::remote_exception)
-      finish(std::make_exception_ptr(remote_error(target_.site(), msg)), {});
+      finish(tlaunch::detail::make_error<remote_error>(target_.site(), msg), {});
     else
-      finish(std::make_exception_ptr(unavailable(target_.site(), msg)), {});
+      finish(tlaunch::detail::make_error<unavailable>(target_.site(), msg), {});
   }
   void fail_unavailable(const std::string& why) override {
-    finish(std::make_exception_ptr(unavailable(target_.site(), why)), {});
+    finish(tlaunch::detail::make_error<unavailable>(target_.site(), why), {});
   }
-  void fail(std::exception_ptr e) { finish(e, {}); }
+  void fail(std::exception_ptr e) { finish(std::move(e), {}); }
 
   std::shared_ptr<asio::steady_timer> timer;
+  std::mutex timer_mu;  // orders the timer's async_wait and cancel across threads
   const call_target& target() const { return target_; }
 
  private:
   void finish(std::exception_ptr e, result_holder<R>&& r) {
-    if (timer) timer->cancel();
-    complete_on_executor<R>(std::move(handler_), fallback_, e, std::move(r));
+    if (timer) {
+      std::lock_guard lk(timer_mu);
+      timer->cancel();
+    }
+    complete_on_executor<R>(std::move(handler_), fallback_, std::move(e), std::move(r));
   }
   Handler handler_;
   call_target target_;
   asio::any_io_executor fallback_;
+};
+
+// Runs M on the instance's strand and gives done(exception_ptr, result) the
+// outcome; a coroutine method is bound to `cancel`.
+template <auto M, class Args, class Done>
+void run_local(instance& inst, call_target target, Args&& args, Done&& done,
+               asio::cancellation_slot cancel = {}) {
+  using traits = tlaunch::detail::method_traits<decltype(M)>;
+  using S = typename traits::service;
+  using R = typename traits::result;
+  if constexpr (!traits::is_coroutine) {
+    asio::post(inst.strand,
+               [obj = static_cast<S*>(inst.object.get()), target, args = std::forward<Args>(args),
+                done = std::forward<Done>(done)]() mutable {
+                 std::exception_ptr e;
+                 result_holder<R> r{};
+                 try {
+                   if constexpr (std::is_void_v<R>)
+                     detail::invoke_method<M>(*obj, std::move(args));
+                   else
+                     r = detail::invoke_method<M>(*obj, std::move(args));
+                 } catch (...) {
+                   e = tlaunch::detail::make_error<remote_error>(
+                       target.site(), detail::exception_message(std::current_exception()));
+                 }
+                 done(std::move(e), std::move(r));
+               });
+  } else {
+    (void)cancel;
+    auto body = detail::run_coroutine<M, S, std::remove_cvref_t<Args>, R>(inst.object,
+                                                                          std::forward<Args>(args));
+    auto wrap = [target](std::exception_ptr e) {
+      return e ? tlaunch::detail::make_error<remote_error>(target.site(),
+                                                           detail::exception_message(e))
+               : e;
+    };
+    if constexpr (std::is_void_v<R>)
+      asio::co_spawn(inst.strand, std::move(body),
+                     asio::bind_cancellation_slot(
+                         cancel, [done = std::forward<Done>(done),
+                                  wrap](std::exception_ptr e) mutable { done(wrap(e), {}); }));
+    else
+      asio::co_spawn(inst.strand, std::move(body),
+                     asio::bind_cancellation_slot(cancel, [done = std::forward<Done>(done), wrap](
+                                                              std::exception_ptr e, R r) mutable {
+                       done(wrap(e), std::move(r));
+                     }));
+  }
+}
+
+// A local call with a deadline or a cancellation slot: whichever of reply,
+// timer and cancellation comes first completes the handler.
+template <class R, class Handler>
+struct local_race {
+  local_race(Handler&& h, call_target t, asio::any_io_executor fb, strand_type s)
+      : handler(std::move(h)), target(t), fallback(std::move(fb)), strand(std::move(s)) {}
+
+  bool finish(std::exception_ptr e, result_holder<R>&& r) {
+    std::optional<Handler> h;
+    {
+      std::lock_guard lk(mu);
+      if (handler) {
+        h.emplace(std::move(*handler));
+        handler.reset();
+      }
+    }
+    if (!h) return false;
+    if (timer) timer->cancel();
+    complete_on_executor<R>(std::move(*h), fallback, std::move(e), std::move(r));
+    return true;
+  }
+  // Completes with e and cancels a coroutine method still running.
+  void abort(std::exception_ptr e) {
+    if (!finish(std::move(e), {})) return;
+    asio::post(strand, [self = this->shared_from_this_()] {
+      self->signal.emit(asio::cancellation_type::terminal);
+    });
+  }
+  std::shared_ptr<local_race> shared_from_this_() { return self_.lock(); }
+
+  std::mutex mu;
+  std::optional<Handler> handler;
+  call_target target;
+  asio::any_io_executor fallback;
+  strand_type strand;
+  asio::cancellation_signal signal;  // emitted on the strand only
+  std::shared_ptr<asio::steady_timer> timer;
+  std::weak_ptr<local_race> self_;
 };
 
 // Starts call M with the (decayed) argument tuple; the handler receives
@@ -107,50 +207,48 @@ template <auto M, class Handler, class Args>
 void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* direct,
                 const call_options& opt, Args&& args, Handler&& handler) {
   using traits = tlaunch::detail::method_traits<decltype(M)>;
-  using S = typename traits::service;
   using R = typename traits::result;
   call_target target{&rt, flat, tlaunch::detail::member_name_v<M>};
   asio::any_io_executor fallback = rt.io.get_executor();
   instance* inst = direct ? direct : rt.local(flat);
 
   if (inst) {  // same process: straight onto the target's strand, no serialization
-    if constexpr (!traits::is_coroutine) {
-      asio::post(inst->strand, [inst, target, fallback, args = std::forward<Args>(args),
-                                h = std::forward<Handler>(handler)]() mutable {
-        std::exception_ptr e;
-        result_holder<R> r{};
-        try {
-          S& s = *static_cast<S*>(inst->object.get());
-          if constexpr (std::is_void_v<R>)
-            detail::invoke_method<M>(s, std::move(args));
-          else
-            r = detail::invoke_method<M>(s, std::move(args));
-        } catch (...) {
-          e = std::make_exception_ptr(
-              remote_error(target.site(), detail::exception_message(std::current_exception())));
-        }
-        complete_on_executor<R>(std::move(h), fallback, e, std::move(r));
-      });
-    } else {
-      auto body = detail::run_coroutine<M, S, std::remove_cvref_t<Args>, R>(
-          inst->object, std::forward<Args>(args));
-      auto wrap = [target](std::exception_ptr e) {
-        return e ? std::make_exception_ptr(
-                       remote_error(target.site(), detail::exception_message(e)))
-                 : e;
-      };
-      if constexpr (std::is_void_v<R>)
-        asio::co_spawn(inst->strand, std::move(body),
-                       [h = std::forward<Handler>(handler), fallback, wrap](std::exception_ptr e) mutable {
-                         complete_on_executor<R>(std::move(h), fallback, wrap(e), {});
-                       });
-      else
-        asio::co_spawn(inst->strand, std::move(body),
-                       [h = std::forward<Handler>(handler), fallback, wrap](std::exception_ptr e,
-                                                                            R r) mutable {
-                         complete_on_executor<R>(std::move(h), fallback, wrap(e), std::move(r));
-                       });
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    if (opt.timeout.count() == 0 && !slot.is_connected()) {
+      run_local<M>(*inst, target, std::forward<Args>(args),
+                   [h = std::forward<Handler>(handler), fallback](std::exception_ptr e,
+                                                                  result_holder<R>&& r) mutable {
+                     complete_on_executor<R>(std::move(h), fallback, std::move(e), std::move(r));
+                   });
+      return;
     }
+    // A deadline or a cancellation slot: the first of reply, timer and
+    // cancellation completes the call; a coroutine method is also cancelled.
+    using race_t = local_race<R, std::decay_t<Handler>>;
+    auto race =
+        std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
+    race->self_ = race;
+    if (opt.timeout.count() > 0) {
+      race->timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
+      race->timer->async_wait(
+          [weak = std::weak_ptr<race_t>(race), t = race->timer](std::error_code ec) {
+            if (ec) return;
+            if (auto r = weak.lock())
+              r->abort(tlaunch::detail::make_error<timeout>(r->target.site()));
+          });
+    }
+    asio::cancellation_slot target_slot = race->signal.slot();
+    run_local<M>(
+        *inst, target, std::forward<Args>(args),
+        [race](std::exception_ptr e, result_holder<R>&& r) {
+          race->finish(std::move(e), std::move(r));
+        },
+        target_slot);
+    if (slot.is_connected())
+      slot.assign([weak = std::weak_ptr<race_t>(race)](asio::cancellation_type) {
+        if (auto r = weak.lock())
+          r->abort(tlaunch::detail::make_error<cancelled>(r->target.site()));
+      });
     return;
   }
 
@@ -158,7 +256,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   auto conn = rt.connection_to(flat, why);
   if (!conn) {
     complete_on_executor<R>(std::forward<Handler>(handler), fallback,
-                            std::make_exception_ptr(unavailable(target.site(), why)), {});
+                            tlaunch::detail::make_error<unavailable>(target.site(), why), {});
     return;
   }
   wire::frame_buffer f(64);
@@ -179,13 +277,15 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   std::uint64_t id = conn->start_call(std::move(f), h, p);
   if (id == 0) return;  // already failed
   if (timer) {
+    // Under the pending call's lock: the reply may already be cancelling the
+    // timer on the reader's thread.
+    std::lock_guard lk(p->timer_mu);
     timer->async_wait([weak, id, timer](std::error_code ec) {
       if (ec) return;
       if (auto c = weak.lock())
         if (auto pc = c->abandon_call(id))
-          static_cast<pending_t*>(pc.get())
-              ->fail(std::make_exception_ptr(
-                  timeout(static_cast<pending_t*>(pc.get())->target().site())));
+          static_cast<pending_t*>(pc.get())->fail(tlaunch::detail::make_error<timeout>(
+              static_cast<pending_t*>(pc.get())->target().site()));
     });
   }
   if (slot.is_connected()) {
@@ -193,7 +293,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
       if (auto c = weak.lock())
         if (auto pc = c->abandon_call(id)) {
           auto* pt = static_cast<pending_t*>(pc.get());
-          pt->fail(std::make_exception_ptr(cancelled(pt->target().site())));
+          pt->fail(tlaunch::detail::make_error<cancelled>(pt->target().site()));
         }
     });
   }

@@ -181,6 +181,17 @@ class connection : public std::enable_shared_from_this<connection> {
     close_locked(lk, reason);
   }
 
+  // A coroutine method serving call_id of this connection; a cancel frame for
+  // it runs `cancel`. Unregistered when the method completes.
+  void register_running(std::uint64_t call_id, std::function<void()> cancel) {
+    std::lock_guard lk(mu_);
+    running_[call_id] = std::move(cancel);
+  }
+  void unregister_running(std::uint64_t call_id) {
+    std::lock_guard lk(mu_);
+    running_.erase(call_id);
+  }
+
   std::size_t pending_count() const {
     std::lock_guard lk(mu_);
     return pending_.size();
@@ -392,6 +403,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void write_loop() {
     for (;;) {
       if (batch_index_ >= batch_.size()) {
+        for (auto& f : batch_) wire::recycle(std::move(f));
         batch_.clear();
         std::unique_lock lk(mu_);
         if (closed_ || !refill_batch_locked()) {
@@ -596,9 +608,20 @@ class connection : public std::enable_shared_from_this<connection> {
         p->complete(h, payload);
         return true;
       }
-      case wire::kind::cancel:
+      case wire::kind::cancel: {
+        std::function<void()> cancel;
+        {
+          std::lock_guard lk(mu_);
+          auto it = running_.find(h.call_id);
+          if (it != running_.end()) {
+            cancel = std::move(it->second);
+            running_.erase(it);
+          }
+        }
+        if (cancel) cancel();
         sink_->on_cancel(shared_from_this(), h.call_id);
         return true;
+      }
       case wire::kind::refuse:
         return handle_handshake(h, payload);
       case wire::kind::hello:
@@ -663,7 +686,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
   std::vector<wire::outgoing_frame> pre_, out_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<pending_call>> pending_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<pending_call>> pending_{256};
+  std::unordered_map<std::uint64_t, std::function<void()>> running_;  // served coroutines
   std::uint64_t next_call_id_ = 1;
 
   // Writer-only state (one writer at a time, guarded by writing_).

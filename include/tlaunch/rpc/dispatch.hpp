@@ -2,11 +2,17 @@
 // exposed method, each deserializing, invoking on the strand, replying.
 #pragma once
 
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <tuple>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <exception>
-#include <tuple>
 
 #include "../service.hpp"
 #include "../wire/codec.hpp"
@@ -57,8 +63,7 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
     std::apply([&](auto&... a) { wire::deserialize_from(payload, a...); }, args);
   } catch (const std::exception& e) {
     reply_error(*conn, h.call_id, wire::error_code::bad_arguments,
-                std::string("arguments of ") +
-                    std::string(tlaunch::detail::member_name<M>()) +
+                std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
                     " did not deserialize: " + e.what());
     return;
   }
@@ -83,23 +88,47 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
       }
     });
   } else {
+    // A coroutine method can be cancelled: by the caller's cancel frame, or when
+    // the caller's deadline (h.aux, in ms) passes.
     auto body = detail::run_coroutine<M, S, typename traits::args, R>(inst.object, std::move(args));
-    if constexpr (std::is_void_v<R>) {
-      asio::co_spawn(inst.strand, std::move(body), [conn = std::move(conn), id](std::exception_ptr e) {
-        if (e)
-          reply_error(*conn, id, wire::error_code::remote_exception, detail::exception_message(e));
-        else
-          detail::send_result<void>(*conn, id, nullptr);
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    conn->register_running(id, [sig, strand = inst.strand] {
+      asio::post(strand, [sig] { sig->emit(asio::cancellation_type::terminal); });
+    });
+    std::shared_ptr<asio::steady_timer> deadline;
+    if (h.aux > 0) {
+      deadline =
+          std::make_shared<asio::steady_timer>(inst.strand, std::chrono::milliseconds(h.aux));
+      deadline->async_wait([sig, deadline](std::error_code ec) {
+        if (!ec) sig->emit(asio::cancellation_type::terminal);
       });
+    }
+    auto finished = [conn, id, sig, deadline] {
+      conn->unregister_running(id);
+      if (deadline) deadline->cancel();
+    };
+    if constexpr (std::is_void_v<R>) {
+      asio::co_spawn(
+          inst.strand, std::move(body),
+          asio::bind_cancellation_slot(sig->slot(), [conn, id, finished](std::exception_ptr e) {
+            finished();
+            if (e)
+              reply_error(*conn, id, wire::error_code::remote_exception,
+                          detail::exception_message(e));
+            else
+              detail::send_result<void>(*conn, id, nullptr);
+          }));
     } else {
       asio::co_spawn(inst.strand, std::move(body),
-                     [conn = std::move(conn), id](std::exception_ptr e, R r) {
-                       if (e)
-                         reply_error(*conn, id, wire::error_code::remote_exception,
-                                     detail::exception_message(e));
-                       else
-                         detail::send_result<R>(*conn, id, &r);
-                     });
+                     asio::bind_cancellation_slot(
+                         sig->slot(), [conn, id, finished](std::exception_ptr e, R r) {
+                           finished();
+                           if (e)
+                             reply_error(*conn, id, wire::error_code::remote_exception,
+                                         detail::exception_message(e));
+                           else
+                             detail::send_result<R>(*conn, id, &r);
+                         }));
     }
   }
 }

@@ -228,7 +228,10 @@ class handle {
     using traits = detail::method_traits<decltype(M)>;
     static_assert(sizeof...(A) == traits::arity,
                   "tlaunch: wrong number of arguments for this method");
-    return typename traits::args(std::forward<A>(args)...);
+    if constexpr (sizeof...(A) == traits::arity)
+      return typename traits::args(std::forward<A>(args)...);
+    else
+      return typename traits::args{};  // only the static_assert above is reported
   }
   template <auto M>
   void check_bound() const {

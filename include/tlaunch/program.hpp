@@ -183,9 +183,13 @@ decltype(auto) map_arg(runtime& rt, const A& a) {
   if constexpr (is_ref<A>::value) {
     return [&]<class... Nodes>(program_t<Nodes...>*) {
       constexpr std::size_t idx = node_index<A::name, Nodes...>::value;
-      using target = std::tuple_element_t<idx, std::tuple<Nodes...>>;
-      const node_info& n = rt.nodes()[idx];
-      return ref_arg<Spec::name, A::name, typename target::type>{&rt, n.first, n.replicas};
+      if constexpr (idx < sizeof...(Nodes)) {
+        using target = std::tuple_element_t<idx, std::tuple<Nodes...>>;
+        const node_info& n = rt.nodes()[idx];
+        return ref_arg<Spec::name, A::name, typename target::type>{&rt, n.first, n.replicas};
+      } else {
+        return a;  // no such node: program() has already said so; no second error here
+      }
     }(static_cast<Program*>(nullptr));
   } else {
     return (a);

@@ -15,6 +15,7 @@ class buffer_pool {
   static constexpr std::size_t page = 4096;
   static constexpr std::size_t keep_per_class = 8;
   static constexpr std::size_t largest_kept = 64u << 20;
+  static constexpr std::size_t most_bytes_kept = 64u << 20;  // over all classes
 
   static buffer_pool& instance() {
     static buffer_pool* p = new buffer_pool;  // never destroyed: buffers may outlive statics
@@ -31,6 +32,7 @@ class buffer_pool {
       if (!free.empty()) {
         p = free.back();
         free.pop_back();
+        kept_ -= cls;
       }
     }
     if (!p) p = static_cast<char*>(std::aligned_alloc(page, cls));
@@ -53,8 +55,9 @@ class buffer_pool {
     if (cls <= largest_kept) {
       std::lock_guard lk(mu_);
       auto& free = free_[index(cls)];
-      if (free.size() < keep_per_class) {
+      if (free.size() < keep_per_class && kept_ + cls <= most_bytes_kept) {
         free.push_back(p);
+        kept_ += cls;
         return;
       }
     }
@@ -63,6 +66,7 @@ class buffer_pool {
 
   std::mutex mu_;
   std::vector<char*> free_[16];
+  std::size_t kept_ = 0;  // bytes in free_
 };
 
 }  // namespace tlaunch::detail

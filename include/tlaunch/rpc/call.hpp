@@ -2,7 +2,6 @@
 // wire, and complete a handler with void(std::exception_ptr[, R]).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -121,6 +120,7 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using S = typename traits::service;
   using R = typename traits::result;
+  (void)cancel;  // a plain method cannot be interrupted
   if constexpr (!traits::is_coroutine) {
     asio::post(inst.strand,
                [obj = static_cast<S*>(inst.object.get()), target, args = std::forward<Args>(args),
@@ -139,7 +139,6 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
                  done(std::move(e), std::move(r));
                });
   } else {
-    (void)cancel;
     auto body = detail::run_coroutine<M, S, std::remove_cvref_t<Args>, R>(inst.object,
                                                                           std::forward<Args>(args));
     auto wrap = [target](std::exception_ptr e) {
@@ -164,7 +163,7 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
 // A local call with a deadline or a cancellation slot: whichever of reply,
 // timer and cancellation comes first completes the handler.
 template <class R, class Handler>
-struct local_race {
+struct local_race : std::enable_shared_from_this<local_race<R, Handler>> {
   local_race(Handler&& h, call_target t, asio::any_io_executor fb, strand_type s)
       : handler(std::move(h)), target(t), fallback(std::move(fb)), strand(std::move(s)) {}
 
@@ -185,11 +184,10 @@ struct local_race {
   // Completes with e and cancels a coroutine method still running.
   void abort(std::exception_ptr e) {
     if (!finish(std::move(e), {})) return;
-    asio::post(strand, [self = this->shared_from_this_()] {
+    asio::post(strand, [self = this->shared_from_this()] {
       self->signal.emit(asio::cancellation_type::terminal);
     });
   }
-  std::shared_ptr<local_race> shared_from_this_() { return self_.lock(); }
 
   std::mutex mu;
   std::optional<Handler> handler;
@@ -198,7 +196,6 @@ struct local_race {
   strand_type strand;
   asio::cancellation_signal signal;  // emitted on the strand only
   std::shared_ptr<asio::steady_timer> timer;
-  std::weak_ptr<local_race> self_;
 };
 
 // Starts call M with the (decayed) argument tuple; the handler receives
@@ -227,7 +224,6 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
     using race_t = local_race<R, std::decay_t<Handler>>;
     auto race =
         std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
-    race->self_ = race;
     if (opt.timeout.count() > 0) {
       race->timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
       race->timer->async_wait(

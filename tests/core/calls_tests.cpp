@@ -185,7 +185,7 @@ TEST_SUITE("calls") {
         FAIL("no exception");
       } catch (const tlaunch::remote_error& e) {
         CHECK(e.node() == "other/2");
-        CHECK(e.method() == "{anonymous}::Account::fail");
+        CHECK(e.method().ends_with("::Account::fail"));  // the namespace is spelled per compiler
         CHECK(e.remote_what() == "insufficient funds");
         CHECK(std::string(e.what()).find("other/2") != std::string::npos);
       }

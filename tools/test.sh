@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and tests tlaunch with CMake (build/ci) and with Meson (build/meson).
+# Builds and tests tlaunch with CMake and g++ (build/ci), CMake and clang++ (build/ci-clang) and Meson (build/meson).
 # Every phase runs even when an earlier one failed (except the tests of a build that failed);
 # the exit status is non-zero when any phase failed. JOBS overrides the parallelism.
 set -uo pipefail
@@ -39,6 +39,15 @@ if run_phase cmake-configure cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=
   run_phase ctest ctest --test-dir build/ci --output-on-failure -j "$jobs" --timeout 600
 else
   skip_phase ctest "the CMake build failed"
+fi
+
+# The same tests built with clang (both compilers are supported).
+if run_phase clang-configure env CXX=clang++ cmake -S . -B build/ci-clang -G Ninja \
+     -DCMAKE_BUILD_TYPE=Debug -DTLAUNCH_BENCH_GRPC=OFF &&
+   run_phase clang-build cmake --build build/ci-clang -j "$jobs"; then
+  run_phase clang-ctest ctest --test-dir build/ci-clang --output-on-failure -j "$jobs" --timeout 600
+else
+  skip_phase clang-ctest "the clang build failed"
 fi
 
 if [[ -d build/meson ]]; then

@@ -269,14 +269,13 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
                        .target = flat,
                        .aux = static_cast<std::uint32_t>(opt.timeout.count()),
                        .method = tlaunch::detail::method_id<M>()};
-  std::weak_ptr<connection> weak = conn;
   std::uint64_t id = conn->start_call(std::move(f), h, p);
   if (id == 0) return;  // already failed
   if (timer) {
     // Under the pending call's lock: the reply may already be cancelling the
     // timer on the reader's thread.
     std::lock_guard lk(p->timer_mu);
-    timer->async_wait([weak, id, timer](std::error_code ec) {
+    timer->async_wait([weak = std::weak_ptr<connection>(conn), id, timer](std::error_code ec) {
       if (ec) return;
       if (auto c = weak.lock())
         if (auto pc = c->abandon_call(id))
@@ -285,7 +284,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
     });
   }
   if (slot.is_connected()) {
-    slot.assign([weak, id](asio::cancellation_type) {
+    slot.assign([weak = std::weak_ptr<connection>(conn), id](asio::cancellation_type) {
       if (auto c = weak.lock())
         if (auto pc = c->abandon_call(id)) {
           auto* pt = static_cast<pending_t*>(pc.get());

@@ -20,56 +20,48 @@ struct call_site {
   std::string method;  // "Counter::add"
 };
 
-// The remote method threw; what() is "<node> <method>: <remote message>".
-class remote_error : public error {
+// An error of one call: what() starts with "<node> <method>", and the node and
+// method are kept for the caller.
+class call_error : public error {
  public:
-  remote_error(call_site site, std::string remote_what)
-      : error(site.node + " " + site.method + " threw: " + remote_what),
-        site_(std::move(site)),
-        remote_what_(std::move(remote_what)) {}
+  call_error(call_site site, const std::string& what_follows)
+      : error(site.node + " " + site.method + what_follows), site_(std::move(site)) {}
   const std::string& node() const noexcept { return site_.node; }
   const std::string& method() const noexcept { return site_.method; }
-  const std::string& remote_what() const noexcept { return remote_what_; }
 
  private:
   call_site site_;
+};
+
+// The remote method threw; what() is "<node> <method> threw: <remote message>".
+class remote_error : public call_error {
+ public:
+  remote_error(call_site site, std::string remote_what)
+      : call_error(std::move(site), " threw: " + remote_what),
+        remote_what_(std::move(remote_what)) {}
+  const std::string& remote_what() const noexcept { return remote_what_; }
+
+ private:
   std::string remote_what_;
 };
 
 // The target could not be reached, refused us, or went away mid-call.
-class unavailable : public error {
+class unavailable : public call_error {
  public:
   unavailable(call_site site, const std::string& why)
-      : error(site.node + " " + site.method + " unavailable: " + why), site_(std::move(site)) {}
-  const std::string& node() const noexcept { return site_.node; }
-  const std::string& method() const noexcept { return site_.method; }
-
- private:
-  call_site site_;
+      : call_error(std::move(site), " unavailable: " + why) {}
 };
 
 // The call's deadline passed before a reply came.
-class timeout : public error {
+class timeout : public call_error {
  public:
-  explicit timeout(call_site site)
-      : error(site.node + " " + site.method + ": deadline exceeded"), site_(std::move(site)) {}
-  const std::string& node() const noexcept { return site_.node; }
-  const std::string& method() const noexcept { return site_.method; }
-
- private:
-  call_site site_;
+  explicit timeout(call_site site) : call_error(std::move(site), ": deadline exceeded") {}
 };
 
 // The caller cancelled the call (Asio cancellation) or the program is stopping.
-class cancelled : public error {
+class cancelled : public call_error {
  public:
-  explicit cancelled(call_site site)
-      : error(site.node + " " + site.method + ": cancelled"), site_(std::move(site)) {}
-  const std::string& node() const noexcept { return site_.node; }
-  const std::string& method() const noexcept { return site_.method; }
-
- private:
-  call_site site_;
+  explicit cancelled(call_site site) : call_error(std::move(site), ": cancelled") {}
 };
 
 // Bad command line or program description found at launch time.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "detail/runtime.hpp"
+#include "detail/small_pool.hpp"
 #include "error.hpp"
 #include "rpc/call.hpp"
 #include "service.hpp"
@@ -33,66 +34,6 @@ namespace detail {
 
 template <auto M>
 using result_of = typename method_traits<decltype(M)>::result;
-
-template <class R>
-struct future_state;
-
-// The async_wait()er of a future: its completion handler, type-erased.
-template <class R>
-struct future_waiter {
-  virtual ~future_waiter() = default;
-  // Posts the handler to its executor with the state's result.
-  virtual void fire(const std::shared_ptr<future_state<R>>& s) = 0;
-};
-
-template <class R>
-struct future_state : std::enable_shared_from_this<future_state<R>> {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-  rpc::result_holder<R> value{};
-  std::unique_ptr<future_waiter<R>> waiter;  // set at most once
-
-  void set(std::exception_ptr e, rpc::result_holder<R>&& v) {
-    std::unique_ptr<future_waiter<R>> w;
-    {
-      std::lock_guard lk(mu);
-      error = std::move(e);
-      value = std::move(v);
-      done = true;
-      w = std::move(waiter);
-    }
-    cv.notify_all();
-    if (w) w->fire(this->shared_from_this());
-  }
-};
-
-template <class R, class Handler>
-struct future_waiter_for final : future_waiter<R> {
-  explicit future_waiter_for(Handler&& h) : handler(std::move(h)) {}
-  void fire(const std::shared_ptr<future_state<R>>& s) override {
-    auto ex = asio::get_associated_executor(handler);
-    asio::post(ex, [s, h = std::move(handler)]() mutable {
-      if constexpr (std::is_void_v<R>)
-        std::move(h)(std::exchange(s->error, nullptr));
-      else
-        std::move(h)(std::exchange(s->error, nullptr), std::move(s->value));
-    });
-  }
-  Handler handler;
-};
-
-// Completion handler that fills a future's state (runs on the io pool).
-template <class R>
-struct future_handler {
-  std::shared_ptr<future_state<R>> s;
-  void operator()(std::exception_ptr e) requires std::is_void_v<R> { s->set(std::move(e), {}); }
-  template <class V>
-  void operator()(std::exception_ptr e, V&& v) requires(!std::is_void_v<R>) {
-    s->set(std::move(e), std::forward<V>(v));
-  }
-};
 
 template <class R>
 struct completion_signature_of {
@@ -120,10 +61,7 @@ class future {
  public:
   future() = default;
 
-  bool ready() const {
-    std::lock_guard lk(s_->mu);
-    return s_->done;
-  }
+  bool ready() const { return s_->done.load(std::memory_order_acquire); }
 
   // Completion signature: void(std::exception_ptr[, R]). One waiter per future.
   template <class Token = asio::use_awaitable_t<>>
@@ -146,7 +84,7 @@ class future {
   // Blocks until the reply; rethrows the call's error. Not on an io thread.
   R get() {
     std::unique_lock lk(s_->mu);
-    s_->cv.wait(lk, [&] { return s_->done; });
+    s_->cv.wait(lk, [&] { return s_->done.load(std::memory_order_relaxed); });
     // Taken out of the shared state, so the exception dies on this thread.
     if (s_->error) std::rethrow_exception(std::exchange(s_->error, nullptr));
     if constexpr (!std::is_void_v<R>) return std::move(s_->value);
@@ -201,7 +139,8 @@ class handle {
     static_assert(detail::check_call<S, M>());
     using R = detail::result_of<M>;
     check_bound<M>();
-    auto s = std::make_shared<detail::future_state<R>>();
+    auto s = std::allocate_shared<detail::future_state<R>>(
+        detail::pool_allocator<detail::future_state<R>>{});
     rpc::start_call<M>(*rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...),
                        detail::future_handler<R>{s});
     return future<R>(std::move(s));

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <sstream>
 #include <string>
 #include <tlaunch/detail/build_id.hpp>
 #include <tlaunch/detail/secret.hpp>
@@ -75,6 +76,41 @@ TEST_SUITE("wire") {
     CHECK(v == std::vector<int>{1, 2, 3});
     CHECK_THROWS(tlaunch::wire::deserialize_from(b.subspan(0, 6), s, n, v));  // truncated
     CHECK_THROWS(tlaunch::wire::deserialize_from(b, s));                     // trailing bytes
+  }
+
+  TEST_CASE("plain numbers take the direct path and keep cereal's bytes") {
+    std::int32_t a = -7;
+    double d = 2.5;
+    std::uint64_t u = 0x0102030405060708ull;
+    tlaunch::wire::frame_buffer f;
+    tlaunch::wire::serialize_into(f, a, d, u);
+    auto fast = f.bytes().subspan(tlaunch::wire::header_size);
+    // The same values through cereal's own archive.
+    std::ostringstream os;
+    {
+      cereal::BinaryOutputArchive ar(os);
+      ar(a, d, u);
+    }
+    CHECK(std::string(fast.data(), fast.size()) == os.str());
+
+    std::int32_t a2 = 0;
+    double d2 = 0;
+    std::uint64_t u2 = 0;
+    tlaunch::wire::deserialize_from(fast, a2, d2, u2);
+    CHECK(a2 == a);
+    CHECK(d2 == d);
+    CHECK(u2 == u);
+    CHECK_THROWS_WITH_AS(tlaunch::wire::deserialize_from(fast.subspan(0, 11), a2, d2, u2),
+                         doctest::Contains("Failed to read 20 bytes"), cereal::Exception);
+    CHECK_THROWS_WITH_AS(tlaunch::wire::deserialize_from(fast, a2, d2),
+                         doctest::Contains("trailing bytes"), std::runtime_error);
+    // bool still goes through cereal, which checks nothing but the size either.
+    tlaunch::wire::frame_buffer fb;
+    tlaunch::wire::serialize_into(fb, true, a);
+    bool b2 = false;
+    tlaunch::wire::deserialize_from(fb.bytes().subspan(tlaunch::wire::header_size), b2, a2);
+    CHECK(b2);
+    CHECK(a2 == a);
   }
 
   TEST_CASE("large bytes are sent from where they are and received as views") {

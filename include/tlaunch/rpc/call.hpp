@@ -2,7 +2,9 @@
 // wire, and complete a handler with void(std::exception_ptr[, R]).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -18,9 +20,11 @@
 #include <asio/steady_timer.hpp>
 
 #include "../detail/runtime.hpp"
+#include "../detail/small_pool.hpp"
 #include "../error.hpp"
 #include "../service.hpp"
 #include "../wire/codec.hpp"
+#include "batch.hpp"
 #include "dispatch.hpp"
 
 namespace tlaunch {
@@ -47,20 +51,141 @@ struct call_target {
   }
 };
 
+// The outcome a reply or error_reply frame carries.
+template <class R>
+std::pair<std::exception_ptr, result_holder<R>> decode_reply(const call_target& target,
+                                                             const wire::frame_header& h,
+                                                             std::span<const char> payload) {
+  result_holder<R> r{};
+  if (h.type == wire::kind::reply) {
+    try {
+      if constexpr (std::is_void_v<R>)
+        wire::deserialize_from(payload);
+      else
+        wire::deserialize_from(payload, r);
+    } catch (const std::exception& e) {
+      return {tlaunch::detail::make_error<unavailable>(target.site(),
+                                                       std::string("malformed reply: ") + e.what()),
+              {}};
+    }
+    return {nullptr, std::move(r)};
+  }
+  auto [code, msg] = wire::decode_error(payload);
+  if (code == wire::error_code::remote_exception)
+    return {tlaunch::detail::make_error<remote_error>(target.site(), msg), {}};
+  return {tlaunch::detail::make_error<unavailable>(target.site(), msg), {}};
+}
+
+}  // namespace rpc
+
+namespace detail {
+
+template <class R>
+struct future_state;
+
+// The async_wait()er of a future: its completion handler, type-erased.
+template <class R>
+struct future_waiter {
+  virtual ~future_waiter() = default;
+  // Posts the handler to its executor with the state's result.
+  virtual void fire(const std::shared_ptr<future_state<R>>& s) = 0;
+};
+
+// What a tlaunch::future shares with its call. For a remote call without a
+// deadline it is also the connection's pending call, so a call started with
+// handle::async costs one allocation and its reply is stored where it is read.
+template <class R>
+struct future_state final : rpc::pending_call, std::enable_shared_from_this<future_state<R>> {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> done{false};  // written under mu; read without it by future::ready
+  std::exception_ptr error;
+  rpc::result_holder<R> value{};
+  std::unique_ptr<future_waiter<R>> waiter;  // set at most once
+  rpc::call_target target{};                 // for errors, when it is the pending call
+
+  void set(std::exception_ptr e, rpc::result_holder<R>&& v) {
+    std::unique_ptr<future_waiter<R>> w;
+    {
+      std::lock_guard lk(mu);
+      error = std::move(e);
+      value = std::move(v);
+      done.store(true, std::memory_order_release);
+      w = std::move(waiter);
+    }
+    cv.notify_all();
+    if (w) w->fire(this->shared_from_this());
+  }
+
+  void complete(const wire::frame_header& h, std::span<const char> payload) override {
+    auto [e, r] = rpc::decode_reply<R>(target, h, payload);
+    set(std::move(e), std::move(r));
+  }
+  void fail_unavailable(const std::string& why) override {
+    set(make_error<unavailable>(target.site(), why), {});
+  }
+};
+
+template <class R, class Handler>
+struct future_waiter_for final : future_waiter<R> {
+  explicit future_waiter_for(Handler&& h) : handler(std::move(h)) {}
+  void fire(const std::shared_ptr<future_state<R>>& s) override {
+    auto ex = asio::get_associated_executor(handler);
+    rpc::post_batched(ex, [s, h = std::move(handler)]() mutable {
+      if constexpr (std::is_void_v<R>)
+        std::move(h)(std::exchange(s->error, nullptr));
+      else
+        std::move(h)(std::exchange(s->error, nullptr), std::move(s->value));
+    });
+  }
+  Handler handler;
+};
+
+// Completion handler that fills a future's state. It runs wherever the call
+// completes (the state is thread-safe); only the waiter is posted.
+template <class R>
+struct future_handler {
+  std::shared_ptr<future_state<R>> s;
+  void operator()(std::exception_ptr e) requires std::is_void_v<R> { s->set(std::move(e), {}); }
+  template <class V>
+  void operator()(std::exception_ptr e, V&& v) requires(!std::is_void_v<R>) {
+    s->set(std::move(e), std::forward<V>(v));
+  }
+};
+
+}  // namespace detail
+
+namespace rpc {
+
+// Handlers that are called where the call completes instead of being posted.
+template <class Handler>
+inline constexpr bool completes_inline = false;
+template <class R>
+inline constexpr bool completes_inline<tlaunch::detail::future_handler<R>> = true;
+
 // Invokes the handler on its own executor (the awaiting coroutine's strand).
 template <class R, class Handler>
 void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback, std::exception_ptr e,
                           result_holder<R>&& r) {
+  if constexpr (completes_inline<std::decay_t<Handler>>) {
+    (void)fallback;
+    if constexpr (std::is_void_v<R>)
+      std::forward<Handler>(h)(std::move(e));
+    else
+      std::forward<Handler>(h)(std::move(e), std::move(r));
+    return;
+  } else {
   auto ex = asio::get_associated_executor(h, fallback);
   // The exception_ptr is moved all the way: its last release then happens where
   // the result is consumed, ordered by the handler's own synchronization.
-  asio::post(ex, [h = std::forward<Handler>(h), e = std::move(e), r = std::move(r)]() mutable {
+  post_batched(ex, [h = std::forward<Handler>(h), e = std::move(e), r = std::move(r)]() mutable {
     asio::get_associated_cancellation_slot(h).clear();
     if constexpr (std::is_void_v<R>)
       std::move(h)(std::move(e));
     else
       std::move(h)(std::move(e), std::move(r));
   });
+  }
 }
 
 template <class R, class Handler>
@@ -70,25 +195,8 @@ class remote_call final : public pending_call {
       : handler_(std::move(h)), target_(t), fallback_(std::move(fallback)) {}
 
   void complete(const wire::frame_header& h, std::span<const char> payload) override {
-    if (h.type == wire::kind::reply) {
-      result_holder<R> r{};
-      try {
-        if constexpr (std::is_void_v<R>)
-          wire::deserialize_from(payload);
-        else
-          wire::deserialize_from(payload, r);
-      } catch (const std::exception& e) {
-        return finish(tlaunch::detail::make_error<unavailable>(
-                          target_.site(), std::string("malformed reply: ") + e.what()),
-                      {});
-      }
-      return finish(nullptr, std::move(r));
-    }
-    auto [code, msg] = wire::decode_error(payload);
-    if (code == wire::error_code::remote_exception)
-      finish(tlaunch::detail::make_error<remote_error>(target_.site(), msg), {});
-    else
-      finish(tlaunch::detail::make_error<unavailable>(target_.site(), msg), {});
+    auto [e, r] = decode_reply<R>(target_, h, payload);
+    finish(std::move(e), std::move(r));
   }
   void fail_unavailable(const std::string& why) override {
     finish(tlaunch::detail::make_error<unavailable>(target_.site(), why), {});
@@ -257,18 +365,26 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   }
   wire::frame_buffer f(64);
   std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
+  wire::frame_header h{.type = wire::kind::call,
+                       .target = flat,
+                       .aux = static_cast<std::uint32_t>(opt.timeout.count()),
+                       .method = tlaunch::detail::method_id<M>()};
+  if constexpr (std::is_same_v<std::decay_t<Handler>, tlaunch::detail::future_handler<R>>) {
+    if (opt.timeout.count() == 0) {  // the future's own state waits for the reply
+      handler.s->target = target;
+      conn->start_call(std::move(f), h, std::move(handler.s));
+      return;
+    }
+  }
   auto slot = asio::get_associated_cancellation_slot(handler);
   using pending_t = remote_call<R, std::decay_t<Handler>>;
-  auto p = std::make_shared<pending_t>(std::forward<Handler>(handler), target, fallback);
+  auto p = std::allocate_shared<pending_t>(tlaunch::detail::pool_allocator<pending_t>{},
+                                           std::forward<Handler>(handler), target, fallback);
   std::shared_ptr<asio::steady_timer> timer;
   if (opt.timeout.count() > 0) {
     timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
     p->timer = timer;
   }
-  wire::frame_header h{.type = wire::kind::call,
-                       .target = flat,
-                       .aux = static_cast<std::uint32_t>(opt.timeout.count()),
-                       .method = tlaunch::detail::method_id<M>()};
   std::uint64_t id = conn->start_call(std::move(f), h, p);
   if (id == 0) return;  // already failed
   if (timer) {

@@ -23,15 +23,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "../detail/buffer_pool.hpp"
+#include "../detail/id_map.hpp"
 #include "../detail/io_thread.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
+#include "batch.hpp"
 #include "../wire/frame.hpp"
 #include "../wire/hello.hpp"
 
@@ -122,10 +125,7 @@ class connection : public std::enable_shared_from_this<connection> {
     auto ep = socket_.local_endpoint(ec);
     return ec ? std::string() : ep.address().to_string();
   }
-  bool closed() const {
-    std::lock_guard lk(mu_);
-    return closed_;
-  }
+  bool closed() const { return closed_seen_.load(std::memory_order_acquire); }
   bool ready() const {
     std::lock_guard lk(mu_);
     return ready_;
@@ -144,7 +144,7 @@ class connection : public std::enable_shared_from_this<connection> {
     }
     h.call_id = next_call_id_++;
     f.seal(h);
-    pending_.emplace(h.call_id, std::move(p));
+    pending_.insert(h.call_id, std::move(p));
     out_.push_back(f.release());
     kick_locked(lk);
     return h.call_id;
@@ -154,10 +154,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // Returns the pending call if it was still waiting.
   std::shared_ptr<pending_call> abandon_call(std::uint64_t call_id) {
     std::unique_lock lk(mu_);
-    auto it = pending_.find(call_id);
-    if (it == pending_.end()) return nullptr;
-    auto p = std::move(it->second);
-    pending_.erase(it);
+    auto taken = pending_.take(call_id);
+    if (!taken) return nullptr;
+    auto p = std::move(*taken);
     if (!closed_) {
       wire::frame_buffer f;
       f.seal({.type = wire::kind::cancel, .call_id = call_id});
@@ -413,13 +412,7 @@ class connection : public std::enable_shared_from_this<connection> {
           return;
         }
       }
-      gather_.clear();
-      for (std::size_t i = batch_index_; i < batch_.size() && gather_.size() < 64; ++i)
-        batch_[i].for_each_piece(i == batch_index_ ? batch_offset_ : 0,
-                                 [&](const char* p, std::size_t n) {
-                                   if (n) gather_.emplace_back(p, n);
-                                   return gather_.size() < 64;
-                                 });
+      build_gather();
       std::error_code ec;
       std::size_t n = socket_.write_some(gather_, ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
@@ -433,6 +426,48 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       if (ec) return write_failed(ec);
       advance(n);
+    }
+  }
+
+  // The next write's buffers. Small pieces (most frames) are copied side by
+  // side into one buffer: the kernel copies one long piece much faster than
+  // many short ones. Large pieces are written from where they are.
+  void build_gather() {
+    static constexpr std::size_t max_pieces = 64, small_piece = 2048;
+    if (coalesce_.capacity() < coalesce_capacity) coalesce_.reserve(coalesce_capacity);
+    gather_.clear();
+    coalesce_.clear();
+    const char* run = nullptr;  // start of the coalesced piece that gather_.back() is
+    for (std::size_t i = batch_index_; i < batch_.size() && gather_.size() < max_pieces; ++i) {
+      bool full = false;
+      batch_[i].for_each_piece(i == batch_index_ ? batch_offset_ : 0,
+                               [&](const char* p, std::size_t n) {
+                                 if (n == 0) return true;
+                                 if (n <= small_piece &&
+                                     coalesce_.size() + n <= coalesce_.capacity()) {
+                                   std::size_t used = coalesce_.size();
+                                   coalesce_.resize(used + n);  // within capacity: no move
+                                   char* at = coalesce_.data() + used;
+                                   std::memcpy(at, p, n);
+                                   if (run && !gather_.empty() &&
+                                       static_cast<const char*>(gather_.back().data()) == run)
+                                     gather_.back() = asio::const_buffer(
+                                         run, gather_.back().size() + n);
+                                   else {
+                                     run = at;
+                                     gather_.emplace_back(at, n);
+                                   }
+                                   return gather_.size() < max_pieces;
+                                 }
+                                 if (n <= small_piece) {  // no room left: next write
+                                   full = true;
+                                   return false;
+                                 }
+                                 run = nullptr;
+                                 gather_.emplace_back(p, n);
+                                 return gather_.size() < max_pieces;
+                               });
+      if (full) break;
     }
   }
 
@@ -533,32 +568,44 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   void on_read(std::error_code ec, std::size_t n) {
-    if (ec) return read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
+    bool more;
+    {
+      // What this read's frames post goes out once per executor, before the
+      // next read starts (it may complete on another io thread).
+      batch_collector::scope batch(read_batch_);
+      more = handle_read(ec, n);
+    }
+    if (more) read_more();
+  }
+
+  // Returns whether to read on.
+  bool handle_read(std::error_code ec, std::size_t n) {
+    if (ec) {
+      read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
                                                        : "read from " + peer_name() +
                                                              " failed: " + ec.message());
+      return false;
+    }
     if (big_) {
       big_fill_ += n;
-      if (big_fill_ < big_total_) return read_more();
-      if (!finish_big_frame()) return read_stopped("");
+      if (big_fill_ < big_total_) return true;
+      if (!finish_big_frame()) {
+        read_stopped("");
+        return false;
+      }
       return after_frames();
     }
     end_ += n;
-    // Everything the kernel has, before going back to it.
-    for (;;) {
-      std::error_code rec;
-      if (end_ == cap_) break;
-      std::size_t more = socket_.read_some(asio::buffer(buf_ + end_, cap_ - end_), rec);
-      if (rec) break;
-      end_ += more;
-      if (more == 0) break;
-    }
+    // A read that left room took everything the kernel had; one that filled
+    // the buffer is parsed first and continued by the next read.
     while (end_ - begin_ >= wire::header_size) {
       // Until the peer has proven the secret, it gets no large buffers.
       auto check = wire::decode_header(
           buf_ + begin_, state_ == hs::ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024));
       if (!check.problem.empty()) {
         sink_->log("closing connection from " + peer_name() + ": malformed frame: " + check.problem);
-        return read_stopped("malformed frame: " + check.problem);
+        read_stopped("malformed frame: " + check.problem);
+        return false;
       }
       std::size_t total = wire::header_size + check.header.size;
       if (end_ - begin_ < total) {
@@ -570,22 +617,26 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       std::span<const char> payload(buf_ + begin_ + wire::header_size, check.header.size);
       begin_ += total;
-      if (!handle_frame(check.header, payload)) return read_stopped("");
+      if (!handle_frame(check.header, payload)) {
+        read_stopped("");
+        return false;
+      }
     }
-    after_frames();
+    return after_frames();
   }
 
-  void after_frames() {
+  // Returns whether to read on.
+  bool after_frames() {
     if (begin_ == end_) begin_ = end_ = 0;
     {
       std::unique_lock lk(mu_);
       if (closed_) {
         reading_ = false;
         finish_close_locked(lk);
-        return;
+        return false;
       }
     }
-    read_more();
+    return true;
   }
 
   // Returns false when the connection must stop reading.
@@ -597,15 +648,13 @@ class connection : public std::enable_shared_from_this<connection> {
         return true;
       case wire::kind::reply:
       case wire::kind::error_reply: {
-        std::shared_ptr<pending_call> p;
+        std::optional<std::shared_ptr<pending_call>> p;
         {
           std::lock_guard lk(mu_);
-          auto it = pending_.find(h.call_id);
-          if (it == pending_.end()) return true;  // abandoned (deadline, cancel)
-          p = std::move(it->second);
-          pending_.erase(it);
+          p = pending_.take(h.call_id);
         }
-        p->complete(h, payload);
+        if (!p) return true;  // abandoned (deadline, cancel)
+        (*p)->complete(h, payload);
         return true;
       }
       case wire::kind::cancel: {
@@ -651,16 +700,16 @@ class connection : public std::enable_shared_from_this<connection> {
       return;
     }
     closed_ = true;
+    closed_seen_.store(true, std::memory_order_release);
     close_reason_ = reason;
-    auto pending = std::move(pending_);
-    pending_.clear();
+    auto pending = pending_.drain();
     pre_.clear();
     out_.clear();
     // Wakes a pending read; the socket itself is closed once no operation uses it.
     ::shutdown(socket_.native_handle(), SHUT_RDWR);
     finish_close_locked(lk);
     lk.unlock();
-    for (auto& [id, p] : pending) p->fail_unavailable(reason);
+    for (auto& p : pending) p->fail_unavailable(reason);
     sink_->on_closed(shared_from_this(), reason);
     lk.lock();
   }
@@ -683,10 +732,11 @@ class connection : public std::enable_shared_from_this<connection> {
   mutable std::mutex mu_;
   bool closed_ = false, ready_ = false, writing_ = false, reading_ = false;
   bool connected_ = false, socket_closed_ = false;
+  std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
   std::vector<wire::outgoing_frame> pre_, out_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<pending_call>> pending_{256};
+  tlaunch::detail::id_map<std::shared_ptr<pending_call>> pending_{256};
   std::unordered_map<std::uint64_t, std::function<void()>> running_;  // served coroutines
   std::uint64_t next_call_id_ = 1;
 
@@ -694,8 +744,11 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<wire::outgoing_frame> batch_;
   std::size_t batch_index_ = 0, batch_offset_ = 0;
   std::vector<asio::const_buffer> gather_;
+  static constexpr std::size_t coalesce_capacity = 64 * 1024;
+  wire::byte_vector coalesce_;  // small pieces of the write in flight, side by side
 
   // Reader-only state (one read in flight).
+  batch_collector read_batch_;
   char* buf_ = nullptr;
   std::size_t cap_ = 0, begin_ = 0, end_ = 0;
   std::shared_ptr<char> big_;  // the large frame being read, if any

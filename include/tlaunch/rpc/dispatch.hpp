@@ -16,6 +16,7 @@
 
 #include "../service.hpp"
 #include "../wire/codec.hpp"
+#include "batch.hpp"
 #include "instance.hpp"
 
 namespace tlaunch::rpc {
@@ -71,8 +72,8 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
   if constexpr (!traits::is_coroutine) {
     // A raw pointer: instances outlive every handler (the runtime joins its
     // threads before it destroys them).
-    asio::post(inst.strand, [obj = static_cast<S*>(inst.object.get()), conn = std::move(conn), id,
-                             args = std::move(args)]() mutable {
+    post_batched(inst.strand, [obj = static_cast<S*>(inst.object.get()), conn = std::move(conn),
+                               id, args = std::move(args)]() mutable {
       try {
         S& s = *obj;
         if constexpr (std::is_void_v<R>) {
@@ -93,7 +94,7 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
     auto body = detail::run_coroutine<M, S, typename traits::args, R>(inst.object, std::move(args));
     auto sig = std::make_shared<asio::cancellation_signal>();
     conn->register_running(id, [sig, strand = inst.strand] {
-      asio::post(strand, [sig] { sig->emit(asio::cancellation_type::terminal); });
+      post_batched(strand, [sig] { sig->emit(asio::cancellation_type::terminal); });
     });
     std::shared_ptr<asio::steady_timer> deadline;
     if (h.aux > 0) {
@@ -107,29 +108,33 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
       conn->unregister_running(id);
       if (deadline) deadline->cancel();
     };
-    if constexpr (std::is_void_v<R>) {
-      asio::co_spawn(
-          inst.strand, std::move(body),
-          asio::bind_cancellation_slot(sig->slot(), [conn, id, finished](std::exception_ptr e) {
-            finished();
-            if (e)
-              reply_error(*conn, id, wire::error_code::remote_exception,
-                          detail::exception_message(e));
-            else
-              detail::send_result<void>(*conn, id, nullptr);
-          }));
-    } else {
-      asio::co_spawn(inst.strand, std::move(body),
-                     asio::bind_cancellation_slot(
-                         sig->slot(), [conn, id, finished](std::exception_ptr e, R r) {
-                           finished();
-                           if (e)
-                             reply_error(*conn, id, wire::error_code::remote_exception,
-                                         detail::exception_message(e));
-                           else
-                             detail::send_result<R>(*conn, id, &r);
-                         }));
-    }
+    // Started in order with the plain calls of the same read, on the strand.
+    post_batched(inst.strand, [strand = inst.strand, body = std::move(body), sig, conn, id,
+                               finished]() mutable {
+      if constexpr (std::is_void_v<R>) {
+        asio::co_spawn(
+            strand, std::move(body),
+            asio::bind_cancellation_slot(sig->slot(), [conn, id, finished](std::exception_ptr e) {
+              finished();
+              if (e)
+                reply_error(*conn, id, wire::error_code::remote_exception,
+                            detail::exception_message(e));
+              else
+                detail::send_result<void>(*conn, id, nullptr);
+            }));
+      } else {
+        asio::co_spawn(strand, std::move(body),
+                       asio::bind_cancellation_slot(
+                           sig->slot(), [conn, id, finished](std::exception_ptr e, R r) {
+                             finished();
+                             if (e)
+                               reply_error(*conn, id, wire::error_code::remote_exception,
+                                           detail::exception_message(e));
+                             else
+                               detail::send_result<R>(*conn, id, &r);
+                           }));
+      }
+    });
   }
 }
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <streambuf>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "frame.hpp"
@@ -237,9 +238,22 @@ struct stream_lease {
 };
 }  // namespace detail
 
+namespace detail {
+// Numbers (not bool) that cereal's binary archive writes as their own bytes:
+// written and read here directly, byte for byte the same, without the archive.
+template <class... T>
+inline constexpr bool all_plain_numbers =
+    sizeof...(T) > 0 && ((std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) && ...);
+}  // namespace detail
+
 template <class... T>
 void serialize_into(frame_buffer& b, const T&... values) {
-  if constexpr (sizeof...(T) > 0) {
+  if constexpr (detail::all_plain_numbers<T...>) {
+    char raw[(sizeof(T) + ...)];
+    std::size_t at = 0;
+    ((std::memcpy(raw + at, &values, sizeof(T)), at += sizeof(T)), ...);
+    b.append(raw, sizeof raw);
+  } else if constexpr (sizeof...(T) > 0) {
     detail::frame_out_buf sb(b);
     std::ostream& os = detail::thread_ostream(&sb);
     detail::stream_lease<std::ostream> lease{os};
@@ -253,16 +267,26 @@ void serialize_into(frame_buffer& b, const T&... values) {
 // and std::runtime_error when bytes are left over.
 template <class... T>
 void deserialize_from(std::span<const char> payload, T&... values) {
-  detail::span_in_buf sb(payload);
-  {
-    std::istream& is = detail::thread_istream(&sb);
-    detail::stream_lease<std::istream> lease{is};
-    detail::scoped_set<detail::input_source> active(
-        detail::active_input, detail::input_source{&sb, detail::current_payload_owner});
-    cereal::BinaryInputArchive ar(is);
-    if constexpr (sizeof...(T) > 0) ar(values...);
+  if constexpr (detail::all_plain_numbers<T...>) {
+    constexpr std::size_t need = (sizeof(T) + ...);
+    if (payload.size() < need)
+      throw cereal::Exception("Failed to read " + std::to_string(need) +
+                              " bytes from input stream! Read " + std::to_string(payload.size()));
+    if (payload.size() > need) throw std::runtime_error("payload has trailing bytes");
+    std::size_t at = 0;
+    ((std::memcpy(&values, payload.data() + at, sizeof(T)), at += sizeof(T)), ...);
+  } else {
+    detail::span_in_buf sb(payload);
+    {
+      std::istream& is = detail::thread_istream(&sb);
+      detail::stream_lease<std::istream> lease{is};
+      detail::scoped_set<detail::input_source> active(
+          detail::active_input, detail::input_source{&sb, detail::current_payload_owner});
+      cereal::BinaryInputArchive ar(is);
+      if constexpr (sizeof...(T) > 0) ar(values...);
+    }
+    if (sb.remaining() != 0) throw std::runtime_error("payload has trailing bytes");
   }
-  if (sb.remaining() != 0) throw std::runtime_error("payload has trailing bytes");
 }
 
 // Error replies: code + message.

@@ -2,6 +2,8 @@
 // This layer knows nothing of sockets; docs/PROTOCOL.md is its specification.
 #pragma once
 
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -56,27 +58,29 @@ struct frame_header {
 };
 
 namespace detail {
-inline void put16(unsigned char* p, std::uint16_t v) {
-  p[0] = v & 0xff;
-  p[1] = v >> 8;
+// Little-endian fields: a plain load or store where the machine is little-endian.
+template <class T>
+inline void put_le(unsigned char* p, T v) {
+  if constexpr (std::endian::native != std::endian::little)
+    for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+  else
+    std::memcpy(p, &v, sizeof v);
 }
-inline void put32(unsigned char* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-inline void put64(unsigned char* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-inline std::uint16_t get16(const unsigned char* p) { return std::uint16_t(p[0] | (p[1] << 8)); }
-inline std::uint32_t get32(const unsigned char* p) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+template <class T>
+inline T get_le(const unsigned char* p) {
+  T v = 0;
+  if constexpr (std::endian::native != std::endian::little)
+    for (std::size_t i = sizeof(T); i-- > 0;) v = static_cast<T>((v << 8) | p[i]);
+  else
+    std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline std::uint64_t get64(const unsigned char* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+inline void put16(unsigned char* p, std::uint16_t v) { put_le(p, v); }
+inline void put32(unsigned char* p, std::uint32_t v) { put_le(p, v); }
+inline void put64(unsigned char* p, std::uint64_t v) { put_le(p, v); }
+inline std::uint16_t get16(const unsigned char* p) { return get_le<std::uint16_t>(p); }
+inline std::uint32_t get32(const unsigned char* p) { return get_le<std::uint32_t>(p); }
+inline std::uint64_t get64(const unsigned char* p) { return get_le<std::uint64_t>(p); }
 }  // namespace detail
 
 inline void encode_header(const frame_header& h, void* out) {

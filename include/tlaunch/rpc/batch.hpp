@@ -1,0 +1,209 @@
+// Work that the frames of one read hand to executors, posted once per executor.
+//
+// A read often carries many frames: a burst of calls to one node, or the replies
+// to a burst of calls. Posting each onto its strand costs an allocation and a
+// strand turn apiece, and worse, the first reply's write is queued before the
+// strand runs the rest, so replies leave in fragments. While a connection handles
+// a read, a batch_collector gathers what each frame would have posted; when the
+// read is done it posts one handler per executor that runs them all, in order.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include <asio/post.hpp>
+
+#include "../detail/small_pool.hpp"
+
+namespace tlaunch::rpc {
+
+namespace detail {
+
+struct batch_job {
+  virtual ~batch_job() = default;
+  virtual void run() = 0;
+  batch_job* next = nullptr;
+};
+
+template <class F>
+struct batch_job_for final : batch_job {
+  explicit batch_job_for(F&& f) : fn(std::move(f)) {}
+  void run() override { fn(); }
+  F fn;
+};
+
+// The jobs for one executor, stored in place: a first block inside the group,
+// then more blocks as needed, all freed with the group.
+class batch_group {
+ public:
+  explicit batch_group(const void* tag) : tag_(tag) {}
+  static void* operator new(std::size_t n) { return tlaunch::detail::small_pool::allocate(n); }
+  static void operator delete(void* p, std::size_t n) noexcept {
+    tlaunch::detail::small_pool::deallocate(p, n);
+  }
+  batch_group(const batch_group&) = delete;
+  batch_group& operator=(const batch_group&) = delete;
+  virtual ~batch_group() {
+    for (batch_job* j = head_; j;) {
+      batch_job* n = j->next;
+      j->~batch_job();
+      j = n;
+    }
+    for (block* b = extra_; b;) {
+      block* n = b->next;
+      ::operator delete(b);
+      b = n;
+    }
+  }
+
+  template <class F>
+  void add(F&& f) {
+    using job = batch_job_for<std::decay_t<F>>;
+    void* at = allocate(sizeof(job), alignof(job));
+    auto* j = ::new (at) job(std::forward<F>(f));
+    if (tail_)
+      tail_->next = j;
+    else
+      head_ = j;
+    tail_ = j;
+  }
+
+  // Runs every job in order, each destroyed as soon as it has run.
+  void run() {
+    while (batch_job* j = head_) {
+      head_ = j->next;
+      if (!head_) tail_ = nullptr;
+      struct destroy {
+        batch_job* j;
+        ~destroy() { j->~batch_job(); }
+      } d{j};
+      j->run();
+    }
+  }
+
+  const void* tag() const { return tag_; }
+  // Posts the group to its executor; the group goes with the handler.
+  virtual void post(std::unique_ptr<batch_group> self) = 0;
+
+ private:
+  struct block {
+    block* next;
+    std::size_t size;
+  };
+  static constexpr std::size_t first_size = 1024, block_size = 4096;
+
+  void* allocate(std::size_t n, std::size_t align) {
+    if (void* p = bump(first_, first_size, first_used_, n, align)) return p;
+    if (extra_)
+      if (void* p = bump(reinterpret_cast<std::byte*>(extra_ + 1), extra_->size, extra_used_, n,
+                         align))
+        return p;
+    std::size_t size = std::max(block_size, n + align);
+    auto* b = static_cast<block*>(::operator new(sizeof(block) + size));
+    b->next = extra_;
+    b->size = size;
+    extra_ = b;
+    extra_used_ = 0;
+    return bump(reinterpret_cast<std::byte*>(extra_ + 1), size, extra_used_, n, align);
+  }
+  static void* bump(std::byte* base, std::size_t size, std::size_t& used, std::size_t n,
+                    std::size_t align) {
+    auto addr = reinterpret_cast<std::uintptr_t>(base) + used;
+    std::size_t pad = (align - addr % align) % align;
+    if (used + pad + n > size) return nullptr;
+    used += pad + n;
+    return base + (used - n);
+  }
+
+  const void* tag_;
+  batch_job *head_ = nullptr, *tail_ = nullptr;
+  block* extra_ = nullptr;
+  std::size_t first_used_ = 0, extra_used_ = 0;
+  alignas(std::max_align_t) std::byte first_[first_size];
+};
+
+template <class Ex>
+inline constexpr char executor_tag = 0;
+
+template <class Ex>
+class batch_group_for final : public batch_group {
+ public:
+  explicit batch_group_for(const Ex& ex) : batch_group(&executor_tag<Ex>), ex_(ex) {}
+  bool is_for(const Ex& ex) const { return ex_ == ex; }
+  void post(std::unique_ptr<batch_group> self) override {
+    asio::post(ex_, [g = std::move(self)] { g->run(); });
+  }
+
+ private:
+  Ex ex_;
+};
+
+}  // namespace detail
+
+// Owned by a connection (reader-only state); active on the reader's thread
+// while a read is handled, flushed when it is done.
+class batch_collector {
+ public:
+  batch_collector() = default;
+  batch_collector(const batch_collector&) = delete;
+  batch_collector& operator=(const batch_collector&) = delete;
+
+  // Makes c the current collector until the scope ends, then posts its groups,
+  // also when the handling threw.
+  class scope {
+   public:
+    explicit scope(batch_collector& c) : c_(c), prev_(current_) { current_ = &c; }
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+    ~scope() {
+      current_ = prev_;
+      c_.flush();
+    }
+
+   private:
+    batch_collector& c_;
+    batch_collector* prev_;
+  };
+
+  // The collector of the read being handled on this thread, if any.
+  static batch_collector* current() noexcept { return current_; }
+
+  template <class Ex, class F>
+  void add(const Ex& ex, F&& f) {
+    using group = detail::batch_group_for<Ex>;
+    for (auto& g : groups_)
+      if (g->tag() == &detail::executor_tag<Ex> && static_cast<group*>(g.get())->is_for(ex))
+        return g->add(std::forward<F>(f));
+    groups_.push_back(std::make_unique<group>(ex));
+    groups_.back()->add(std::forward<F>(f));
+  }
+
+  // Posts every group collected so far (one handler each).
+  void flush() {
+    for (auto& g : groups_) {
+      auto* raw = g.get();
+      raw->post(std::move(g));
+    }
+    groups_.clear();
+  }
+
+ private:
+  static inline thread_local batch_collector* current_ = nullptr;
+  std::vector<std::unique_ptr<detail::batch_group>> groups_;
+};
+
+// asio::post, or into the current read's batch for that executor.
+template <class Ex, class F>
+void post_batched(const Ex& ex, F&& f) {
+  if (auto* c = batch_collector::current())
+    c->add(ex, std::forward<F>(f));
+  else
+    asio::post(ex, std::forward<F>(f));
+}
+
+}  // namespace tlaunch::rpc

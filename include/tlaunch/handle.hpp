@@ -119,14 +119,13 @@ class handle {
   asio::awaitable<detail::result_of<M>> call(call_options opt, A&&... args) const {
     static_assert(detail::check_call<S, M>());
     using R = detail::result_of<M>;
-    auto t = make_args<M>(std::forward<A>(args)...);
     check_bound<M>();
-    co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                            detail::completion_signature<R>>(
-        [this, &opt, &t](auto handler) {
-          rpc::start_call<M>(*rt_, flat_, direct_, opt, std::move(t), std::move(handler));
+    // The initiation's own awaitable, not a coroutine around it: one frame per call.
+    return asio::async_initiate<const asio::use_awaitable_t<>, detail::completion_signature<R>>(
+        [rt = rt_, flat = flat_, direct = direct_, opt](auto handler, auto&& t) {
+          rpc::start_call<M>(*rt, flat, direct, opt, std::move(t), std::move(handler));
         },
-        asio::use_awaitable);
+        asio::use_awaitable, make_args<M>(std::forward<A>(args)...));
   }
 
   // Starts M now; the reply is awaited later through the future.

@@ -192,6 +192,9 @@ class runtime final : public rpc::connection_sink {
       });
   }
   bool on_io_thread() const { return current_runtime_thread != nullptr; }
+  // On this runtime's only io thread: nothing else can run while a handler does,
+  // so a local plain method may run at once instead of being queued.
+  bool on_only_io_thread() const { return opt_.threads <= 1 && current_runtime_thread == this; }
 
   // Lets the io_context finish once it runs out of work, then joins the pool.
   void release_and_join() {

@@ -16,6 +16,7 @@
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -221,31 +222,35 @@ class remote_call final : public pending_call {
 };
 
 // Runs M on the instance's strand and gives done(exception_ptr, result) the
-// outcome; a coroutine method is bound to `cancel`.
+// outcome; a coroutine method is bound to `cancel`. With at_once, a plain
+// method whose strand is idle runs right here (asio::dispatch), as the strand.
 template <auto M, class Args, class Done>
 void run_local(instance& inst, call_target target, Args&& args, Done&& done,
-               asio::cancellation_slot cancel = {}) {
+               asio::cancellation_slot cancel = {}, bool at_once = false) {
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using S = typename traits::service;
   using R = typename traits::result;
   (void)cancel;  // a plain method cannot be interrupted
   if constexpr (!traits::is_coroutine) {
-    asio::post(inst.strand,
-               [obj = static_cast<S*>(inst.object.get()), target, args = std::forward<Args>(args),
+    auto job = [obj = static_cast<S*>(inst.object.get()), target, args = std::forward<Args>(args),
                 done = std::forward<Done>(done)]() mutable {
-                 std::exception_ptr e;
-                 result_holder<R> r{};
-                 try {
-                   if constexpr (std::is_void_v<R>)
-                     detail::invoke_method<M>(*obj, std::move(args));
-                   else
-                     r = detail::invoke_method<M>(*obj, std::move(args));
-                 } catch (...) {
-                   e = tlaunch::detail::make_error<remote_error>(
-                       target.site(), detail::exception_message(std::current_exception()));
-                 }
-                 done(std::move(e), std::move(r));
-               });
+      std::exception_ptr e;
+      result_holder<R> r{};
+      try {
+        if constexpr (std::is_void_v<R>)
+          detail::invoke_method<M>(*obj, std::move(args));
+        else
+          r = detail::invoke_method<M>(*obj, std::move(args));
+      } catch (...) {
+        e = tlaunch::detail::make_error<remote_error>(
+            target.site(), detail::exception_message(std::current_exception()));
+      }
+      done(std::move(e), std::move(r));
+    };
+    if (at_once)
+      asio::dispatch(inst.strand, std::move(job));
+    else
+      asio::post(inst.strand, std::move(job));
   } else {
     auto body = detail::run_coroutine<M, S, std::remove_cvref_t<Args>, R>(inst.object,
                                                                           std::forward<Args>(args));
@@ -319,12 +324,18 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
 
   if (inst) {  // same process: straight onto the target's strand, no serialization
     auto slot = asio::get_associated_cancellation_slot(handler);
-    if (opt.timeout.count() == 0 && !slot.is_connected()) {
-      run_local<M>(*inst, target, std::forward<Args>(args),
-                   [h = std::forward<Handler>(handler), fallback](std::exception_ptr e,
-                                                                  result_holder<R>&& r) mutable {
-                     complete_on_executor<R>(std::move(h), fallback, std::move(e), std::move(r));
-                   });
+    // On the process's only io thread, a plain method without a deadline runs
+    // at once when its strand is idle (it cannot be interrupted, and nothing
+    // else could run meanwhile), so there is nothing to race.
+    bool at_once = !traits::is_coroutine && opt.timeout.count() == 0 && rt.on_only_io_thread();
+    if (at_once || (opt.timeout.count() == 0 && !slot.is_connected())) {
+      run_local<M>(
+          *inst, target, std::forward<Args>(args),
+          [h = std::forward<Handler>(handler), fallback](std::exception_ptr e,
+                                                         result_holder<R>&& r) mutable {
+            complete_on_executor<R>(std::move(h), fallback, std::move(e), std::move(r));
+          },
+          {}, at_once);
       return;
     }
     // A deadline or a cancellation slot: the first of reply, timer and

@@ -68,6 +68,7 @@ class runtime final : public rpc::connection_sink {
     cfg->build_id = self_build_id();
     cfg->name = std::move(self_name);
     cfg->max_frame = opt_.max_frame;
+    cfg->single_io_thread = opt_.threads <= 1;
     cfg_ = std::move(cfg);
   }
 

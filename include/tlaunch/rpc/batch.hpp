@@ -16,11 +16,53 @@
 #include <utility>
 #include <vector>
 
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
 #include "../detail/small_pool.hpp"
 
 namespace tlaunch::rpc {
+
+// Writes that connections would post while a batch of work runs on this
+// thread: queued here and done when the outermost scope ends, so everything the
+// batch sent leaves in one write per connection, without another queue hop.
+class deferred_writes {
+ public:
+  using write_fn = void (*)(const std::shared_ptr<void>&);
+  struct item {
+    std::shared_ptr<void> who;
+    write_fn fn;
+  };
+
+  // Queues fn(who) for the end of the current scope; false when none is open.
+  static bool defer(std::shared_ptr<void> who, write_fn fn) {
+    if (!current_) return false;
+    current_->push_back({std::move(who), fn});
+    return true;
+  }
+
+  // Opens a scope unless one is open already (the outermost one writes).
+  class scope {
+   public:
+    scope() : owner_(current_ == nullptr) {
+      if (owner_) current_ = &items_;
+    }
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+    ~scope() {
+      if (!owner_) return;
+      current_ = nullptr;
+      for (auto& [who, fn] : items_) fn(who);
+    }
+
+   private:
+    bool owner_;
+    std::vector<item> items_;
+  };
+
+ private:
+  static inline thread_local std::vector<item>* current_ = nullptr;
+};
 
 namespace detail {
 
@@ -73,8 +115,10 @@ class batch_group {
     tail_ = j;
   }
 
-  // Runs every job in order, each destroyed as soon as it has run.
+  // Runs every job in order, each destroyed as soon as it has run; what they
+  // send is written once they all have.
   void run() {
+    deferred_writes::scope writes;
     while (batch_job* j = head_) {
       head_ = j->next;
       if (!head_) tail_ = nullptr;
@@ -87,8 +131,9 @@ class batch_group {
   }
 
   const void* tag() const { return tag_; }
-  // Posts the group to its executor; the group goes with the handler.
-  virtual void post(std::unique_ptr<batch_group> self) = 0;
+  // Hands the group to its executor: posted, or with at_once dispatched (run
+  // right here when the executor's strand is idle).
+  virtual void submit(std::unique_ptr<batch_group> self, bool at_once) = 0;
 
  private:
   struct block {
@@ -135,8 +180,11 @@ class batch_group_for final : public batch_group {
  public:
   explicit batch_group_for(const Ex& ex) : batch_group(&executor_tag<Ex>), ex_(ex) {}
   bool is_for(const Ex& ex) const { return ex_ == ex; }
-  void post(std::unique_ptr<batch_group> self) override {
-    asio::post(ex_, [g = std::move(self)] { g->run(); });
+  void submit(std::unique_ptr<batch_group> self, bool at_once) override {
+    if (at_once)
+      asio::dispatch(ex_, [g = std::move(self)] { g->run(); });
+    else
+      asio::post(ex_, [g = std::move(self)] { g->run(); });
   }
 
  private:
@@ -153,21 +201,26 @@ class batch_collector {
   batch_collector(const batch_collector&) = delete;
   batch_collector& operator=(const batch_collector&) = delete;
 
-  // Makes c the current collector until the scope ends, then posts its groups,
-  // also when the handling threw.
+  // Makes c the current collector until the scope ends, then hands over its
+  // groups, also when the handling threw. With at_once (the process's only io
+  // thread, where nothing else could run meanwhile) a group whose strand is
+  // idle runs at once instead of waiting for another turn of the queue.
   class scope {
    public:
-    explicit scope(batch_collector& c) : c_(c), prev_(current_) { current_ = &c; }
+    scope(batch_collector& c, bool at_once) : c_(c), prev_(current_), at_once_(at_once) {
+      current_ = &c;
+    }
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
     ~scope() {
       current_ = prev_;
-      c_.flush();
+      c_.flush(at_once_);
     }
 
    private:
     batch_collector& c_;
     batch_collector* prev_;
+    bool at_once_;
   };
 
   // The collector of the read being handled on this thread, if any.
@@ -183,13 +236,17 @@ class batch_collector {
     groups_.back()->add(std::forward<F>(f));
   }
 
-  // Posts every group collected so far (one handler each).
-  void flush() {
-    for (auto& g : groups_) {
+  // Hands over every group collected so far (one handler each).
+  void flush(bool at_once = false) {
+    // Taken out first: a group run at once may handle frames of its own.
+    std::vector<std::unique_ptr<detail::batch_group>> groups;
+    groups.swap(groups_);
+    for (auto& g : groups) {
       auto* raw = g.get();
-      raw->post(std::move(g));
+      raw->submit(std::move(g), at_once);
     }
-    groups_.clear();
+    groups.clear();
+    if (groups_.empty()) groups_.swap(groups);  // keeps the capacity
   }
 
  private:

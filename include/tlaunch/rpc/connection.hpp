@@ -49,6 +49,8 @@ struct connection_config {
   std::string listen_address;  // ours, announced in the hello
   std::string name;            // ours, for the peer's messages
   std::uint32_t max_frame = wire::default_max_frame;
+  // One thread runs the io_context: a read's work may run at once, on it.
+  bool single_io_thread = false;
 };
 
 // The owner of the connections (the runtime or the coordinator).
@@ -380,10 +382,15 @@ class connection : public std::enable_shared_from_this<connection> {
     if (side_ == side::connector && !connected_) return;
     writing_ = true;
     lk.unlock();
-    if (tlaunch::detail::current_runtime_thread != nullptr)
-      asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
-    else
-      write_loop();
+    if (tlaunch::detail::current_runtime_thread == nullptr) return write_loop();
+    // On the only io thread, a batch of work that is running writes when it is
+    // done (the posted write would have waited for it anyway).
+    if (single_io_thread() &&
+        deferred_writes::defer(shared_from_this(), [](const std::shared_ptr<void>& self) {
+          static_cast<connection*>(self.get())->write_loop();
+        }))
+      return;
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
   }
 
   // Moves everything sendable into the batch; false when there is nothing.
@@ -570,12 +577,20 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_read(std::error_code ec, std::size_t n) {
     bool more;
     {
-      // What this read's frames post goes out once per executor, before the
-      // next read starts (it may complete on another io thread).
-      batch_collector::scope batch(read_batch_);
-      more = handle_read(ec, n);
+      deferred_writes::scope writes;  // what this read causes to be sent, in one write
+      {
+        // What this read's frames post goes out once per executor, before the
+        // next read starts (it may complete on another io thread).
+        batch_collector::scope batch(read_batch_, single_io_thread());
+        more = handle_read(ec, n);
+      }
     }
     if (more) read_more();
+  }
+
+  // On the only thread that runs this io_context.
+  bool single_io_thread() const {
+    return cfg_->single_io_thread && tlaunch::detail::current_runtime_thread != nullptr;
   }
 
   // Returns whether to read on.

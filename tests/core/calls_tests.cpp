@@ -100,6 +100,43 @@ struct Caller {
   using rpc = tlaunch::methods<&Caller::try_sync>;
 };
 
+// Records the order calls arrive in; note_later is a coroutine method that
+// records before its first suspension.
+struct Log {
+  std::vector<int> order;
+  int note(int i) {
+    order.push_back(i);
+    return i;
+  }
+  asio::awaitable<int> note_later(int i) {
+    order.push_back(i);
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_return i;
+  }
+  std::vector<int> seen() const { return order; }
+  using rpc = tlaunch::methods<&Log::note, &Log::note_later, &Log::seen>;
+};
+
+// Sends bursts from its strand, so they leave in few writes and arrive in few reads.
+struct Burst {
+  tlaunch::handle<Log> log;
+  asio::awaitable<std::int64_t> burst(int n) {
+    std::vector<tlaunch::future<int>> fs;
+    for (int i = 0; i < n; ++i)
+      fs.push_back(i % 3 == 2 ? log.async<&Log::note_later>(i) : log.async<&Log::note>(i));
+    std::int64_t sum = 0;
+    for (auto& f : fs) sum += co_await f.async_wait();
+    // And awaited one by one, interleaved with futures.
+    for (int i = n; i < n + 20; ++i) {
+      auto f = log.async<&Log::note>(i);
+      sum += co_await log.call<&Log::note_later>(i + 1000);
+      sum += co_await f.async_wait();
+    }
+    co_return sum;
+  }
+  using rpc = tlaunch::methods<&Burst::burst>;
+};
+
 // Polls f for up to 3 s.
 template <class F>
 bool eventually(F f) {
@@ -232,6 +269,31 @@ TEST_SUITE("calls") {
     CHECK(eventually([&] { return acc.sync<&Account::aborted>() == 1; }));
     CHECK(acc.sync<&Account::get>() == 0);
    }
+  }
+
+  TEST_CASE("bursts of calls run in the order they were made, on one io thread or two") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"log", Log>(),
+                                        tlaunch::node<"burst", Burst>(tlaunch::ref<"log">));
+    for (unsigned threads : {1u, 2u})
+      for (bool wire : {false, true}) {
+        CAPTURE(threads);
+        CAPTURE(wire);
+        auto o = opts(wire);
+        o.threads = threads;
+        tlaunch::testing::test_launch t(p, o);
+        const int n = 300;
+        std::int64_t expect = std::int64_t{n} * (n - 1) / 2;
+        for (int i = n; i < n + 20; ++i) expect += i + (i + 1000);
+        CHECK(t.get<"burst">().sync<&Burst::burst>(n) == expect);
+        auto seen = t.get<"log">().sync<&Log::seen>();
+        REQUIRE(seen.size() == static_cast<std::size_t>(n + 40));
+        for (int i = 0; i < n; ++i) REQUIRE(seen[static_cast<std::size_t>(i)] == i);
+        for (int i = n; i < n + 20; ++i) {
+          // The future's call was made first.
+          CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n))] == i);
+          CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n) + 1)] == i + 1000);
+        }
+      }
   }
 
   TEST_CASE("sync on an io thread is refused with a clear error") {

@@ -2,6 +2,8 @@
 // TLAUNCH_SSHD_ENV names the fixture's env file; CTest and the Meson wrapper set it.
 #include <tlaunch/launch/ssh_session.hpp>
 
+#include "../common/temp_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -68,17 +70,9 @@ ssh::session_options options() {
 }
 
 // A scratch directory removed at the end of the test.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/tlaunch-ssh-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+// Each test's scratch directory.
+struct temp_dir : tlaunch::test_support::temp_dir {
+  temp_dir() : tlaunch::test_support::temp_dir("tlaunch-ssh-test") {}
 };
 
 void write_file(const fs::path& p, const std::string& content) {

@@ -23,6 +23,7 @@
 
 #include <tlaunch/detail/build_id.hpp>
 
+#include "../common/temp_dir.hpp"
 #include "../integration/process.hpp"
 
 namespace {
@@ -102,17 +103,9 @@ std::string closed_port() {
   return std::to_string(ntohs(a.sin_port));
 }
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/tlaunch-ssh-launch-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+// Each test's scratch directory.
+struct temp_dir : tlaunch::test_support::temp_dir {
+  temp_dir() : tlaunch::test_support::temp_dir("tlaunch-ssh-launch") {}
 };
 
 std::string read_all(const fs::path& p) {

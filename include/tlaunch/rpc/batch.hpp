@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
@@ -261,6 +263,19 @@ void post_batched(const Ex& ex, F&& f) {
     c->add(ex, std::forward<F>(f));
   else
     asio::post(ex, std::forward<F>(f));
+}
+
+// The same for a handler's type-erased executor: when it holds a node's strand
+// (a coroutine's executor does), posted to the strand itself, which saves the
+// type erasure's allocation and lets it share a batch with calls to that node.
+template <class Strand, class F>
+void post_batched_any(const asio::any_io_executor& ex, F&& f) {
+#if !defined(ASIO_NO_TYPEID)
+  // target<T>() does not check the type itself.
+  if (ex && ex.target_type() == typeid(Strand))
+    return post_batched(*ex.target<Strand>(), std::forward<F>(f));
+#endif
+  post_batched(ex, std::forward<F>(f));
 }
 
 }  // namespace tlaunch::rpc

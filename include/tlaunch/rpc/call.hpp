@@ -132,12 +132,16 @@ struct future_waiter_for final : future_waiter<R> {
   explicit future_waiter_for(Handler&& h) : handler(std::move(h)) {}
   void fire(const std::shared_ptr<future_state<R>>& s) override {
     auto ex = asio::get_associated_executor(handler);
-    rpc::post_batched(ex, [s, h = std::move(handler)]() mutable {
+    auto job = [s, h = std::move(handler)]() mutable {
       if constexpr (std::is_void_v<R>)
         std::move(h)(std::exchange(s->error, nullptr));
       else
         std::move(h)(std::exchange(s->error, nullptr), std::move(s->value));
-    });
+    };
+    if constexpr (std::is_same_v<decltype(ex), asio::any_io_executor>)
+      rpc::post_batched_any<rpc::strand_type>(ex, std::move(job));
+    else
+      rpc::post_batched(ex, std::move(job));
   }
   Handler handler;
 };
@@ -176,16 +180,20 @@ void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback, st
       std::forward<Handler>(h)(std::move(e), std::move(r));
     return;
   } else {
-  auto ex = asio::get_associated_executor(h, fallback);
-  // The exception_ptr is moved all the way: its last release then happens where
-  // the result is consumed, ordered by the handler's own synchronization.
-  post_batched(ex, [h = std::forward<Handler>(h), e = std::move(e), r = std::move(r)]() mutable {
-    asio::get_associated_cancellation_slot(h).clear();
-    if constexpr (std::is_void_v<R>)
-      std::move(h)(std::move(e));
+    auto ex = asio::get_associated_executor(h, fallback);
+    // The exception_ptr is moved all the way: its last release then happens where
+    // the result is consumed, ordered by the handler's own synchronization.
+    auto job = [h = std::forward<Handler>(h), e = std::move(e), r = std::move(r)]() mutable {
+      asio::get_associated_cancellation_slot(h).clear();
+      if constexpr (std::is_void_v<R>)
+        std::move(h)(std::move(e));
+      else
+        std::move(h)(std::move(e), std::move(r));
+    };
+    if constexpr (std::is_same_v<decltype(ex), asio::any_io_executor>)
+      post_batched_any<strand_type>(ex, std::move(job));
     else
-      std::move(h)(std::move(e), std::move(r));
-  });
+      post_batched(ex, std::move(job));
   }
 }
 

@@ -180,28 +180,40 @@ class Driver {
     return payload == 8 ? 8 : 8 + payload;  // two int32, or a vector's u64 size + bytes
   }
 
-  // One tlaunch call of the configured shape.
-  asio::awaitable<void> one_call(const tlaunch::handle<Ping>& h, const std::vector<char>& body,
-                                 std::int32_t i) {
-    if (use_add_) {
-      auto r = co_await h.call<&Ping::add>(i, 2);
-      if (r != std::int64_t{i} + 2) throw std::runtime_error("Ping::add returned a wrong sum");
-    } else {
-      if (body_bytes_.size() != body.size()) body_bytes_ = tlaunch::bytes(body);
-      auto r = co_await h.call<&Ping::echo>(body_bytes_);
-      if (r.size() != body.size()) throw std::runtime_error("Ping::echo returned a wrong size");
-    }
-  }
-
+  // Sequential calls of the configured shape. The timed region holds the call
+  // alone (no benchmark coroutine around it), like the baseline's round trip.
   asio::awaitable<double> tlaunch_sequential(const tlaunch::handle<Ping>& h, const std::vector<char>& body,
                                              std::size_t warmup, std::size_t count,
-                                             bench::latency_recorder& rec) {
-    for (std::size_t i = 0; i < warmup; ++i) co_await one_call(h, body, static_cast<std::int32_t>(i));
+                                             bench::latency_recorder& rec, bool add) {
+    if (add) {
+      auto check = [](std::int64_t r, std::int32_t i) {
+        if (r != std::int64_t{i} + 2) throw std::runtime_error("Ping::add returned a wrong sum");
+      };
+      for (std::size_t i = 0; i < warmup; ++i) {
+        auto n = static_cast<std::int32_t>(i);
+        check(co_await h.call<&Ping::add>(n, 2), n);
+      }
+      auto start = bench::bench_clock::now();
+      for (std::size_t i = 0; i < count; ++i) {
+        auto n = static_cast<std::int32_t>(i);
+        auto t0 = bench::bench_clock::now();
+        auto r = co_await h.call<&Ping::add>(n, 2);
+        rec.add(bench::elapsed_ns(t0));
+        check(r, n);
+      }
+      co_return double(bench::elapsed_ns(start)) / 1e9;
+    }
+    tlaunch::bytes payload(body);  // made once: the copy is not the call's cost
+    auto check = [&](const tlaunch::bytes& r) {
+      if (r.size() != body.size()) throw std::runtime_error("Ping::echo returned a wrong size");
+    };
+    for (std::size_t i = 0; i < warmup; ++i) check(co_await h.call<&Ping::echo>(payload));
     auto start = bench::bench_clock::now();
     for (std::size_t i = 0; i < count; ++i) {
       auto t0 = bench::bench_clock::now();
-      co_await one_call(h, body, static_cast<std::int32_t>(i));
+      auto r = co_await h.call<&Ping::echo>(payload);
       rec.add(bench::elapsed_ns(t0));
+      check(r);
     }
     co_return double(bench::elapsed_ns(start)) / 1e9;
   }
@@ -294,7 +306,7 @@ class Driver {
     for (std::size_t r = 0; r < o.rounds; ++r) {
       std::size_t w = r == 0 ? o.warmup : 0;
       wall_seq_b += (co_await bench::echo_sequential(sock, wire, w, per_round, seq_b)).wall_seconds;
-      wall_seq_t += co_await tlaunch_sequential(ping, body, w, per_round, seq_t);
+      wall_seq_t += co_await tlaunch_sequential(ping, body, w, per_round, seq_t, use_add_);
     }
     // Pipelined.
     for (std::size_t r = 0; r < o.rounds; ++r) {
@@ -316,20 +328,11 @@ class Driver {
           bulk_b = std::move(rec);
         }
       }
-      use_add_ = false;
-      for (std::size_t i = 0; i < bw; ++i) co_await one_call(ping, bulk_body, 0);
-      auto start = bench::bench_clock::now();
-      for (std::size_t i = 0; i < o.bulk_count; ++i) {
-        auto t0 = bench::bench_clock::now();
-        co_await one_call(ping, bulk_body, 0);
-        bulk_t.add(bench::elapsed_ns(t0));
-      }
-      wall_bulk_t = double(bench::elapsed_ns(start)) / 1e9;
-      use_add_ = o.payload == 8;
+      wall_bulk_t = co_await tlaunch_sequential(ping, bulk_body, bw, o.bulk_count, bulk_t, false);
     }
     // Colocated: an in-process Ping, called directly.
     auto local = ctx.spawn<Ping>();
-    auto wall_local = co_await tlaunch_sequential(local, body, o.warmup, o.count, local_t);
+    auto wall_local = co_await tlaunch_sequential(local, body, o.warmup, o.count, local_t, use_add_);
     sock.close();
 
     // gRPC: blocking client on its own thread, so the io pool keeps serving.
@@ -451,7 +454,6 @@ class Driver {
 
   tlaunch::handle<Ping> ping;
   bool use_add_ = true;
-  tlaunch::bytes body_bytes_;  // the echo payload, made once
 };
 
 constexpr auto program = tlaunch::program(tlaunch::node<"ping", Ping>(),

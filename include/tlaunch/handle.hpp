@@ -61,30 +61,22 @@ class future {
  public:
   future() = default;
 
-  bool ready() const { return s_->done.load(std::memory_order_acquire); }
+  bool ready() const { return s_->ready(); }
 
   // Completion signature: void(std::exception_ptr[, R]). One waiter per future.
   template <class Token = asio::use_awaitable_t<>>
   auto async_wait(Token&& token = {}) {
     return asio::async_initiate<Token, detail::completion_signature<R>>(
         [s = s_](auto handler) {
-          auto w = std::make_unique<detail::future_waiter_for<R, decltype(handler)>>(
-              std::move(handler));
-          std::unique_lock lk(s->mu);
-          if (s->done) {
-            lk.unlock();
-            w->fire(s);
-          } else {
-            s->waiter = std::move(w);
-          }
+          s->wait_with(std::make_unique<detail::future_waiter_for<R, decltype(handler)>>(
+              std::move(handler)));
         },
         token);
   }
 
   // Blocks until the reply; rethrows the call's error. Not on an io thread.
   R get() {
-    std::unique_lock lk(s_->mu);
-    s_->cv.wait(lk, [&] { return s_->done.load(std::memory_order_relaxed); });
+    s_->block();
     // Taken out of the shared state, so the exception dies on this thread.
     if (s_->error) std::rethrow_exception(std::exchange(s_->error, nullptr));
     if constexpr (!std::is_void_v<R>) return std::move(s_->value);

@@ -7,6 +7,7 @@
 #include <asio/use_future.hpp>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -186,6 +187,58 @@ TEST_SUITE("calls") {
     auto acc = t.get<"account">();
     CHECK(acc.sync<&Account::offset_in_page>(tlaunch::bytes(std::string(1 << 20, 'x'))) ==
           tlaunch::wire::header_size + 8);
+  }
+
+  TEST_CASE("a future: ready() and get() see the reply, a late waiter fires, a second one is refused") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::testing::test_launch t(bank, opts(wire));
+      auto acc = t.get<"account">();
+
+      // Installed before the reply: fired by it. A second waiter is an error.
+      auto f = acc.async<&Account::sleep_ms>(500);
+      CHECK_FALSE(f.ready());
+      std::promise<int> first;
+      f.async_wait([&](std::exception_ptr e, int v) {
+        if (e)
+          first.set_exception(e);
+        else
+          first.set_value(v);
+      });
+      CHECK_THROWS_WITH_AS(f.async_wait([](std::exception_ptr, int) {}),
+                           "tlaunch::future awaited twice", std::logic_error);
+      CHECK(first.get_future().get() == 500);
+      CHECK(f.ready());
+
+      // get() blocking on another thread before the reply, then ready().
+      auto g = acc.async<&Account::sleep_ms>(50);
+      int got = 0;
+      std::thread waiter([&] { got = g.get(); });
+      waiter.join();
+      CHECK(got == 50);
+      CHECK(g.ready());
+
+      // Awaited after the reply came: fires at once with the result or the error.
+      auto h = acc.async<&Account::add>(7);
+      auto bad = acc.async<&Account::fail>(std::string("late"));
+      CHECK(eventually([&] { return h.ready() && bad.ready(); }));
+      std::promise<std::int64_t> late;
+      h.async_wait([&](std::exception_ptr e, std::int64_t v) {
+        if (e)
+          late.set_exception(e);
+        else
+          late.set_value(v);
+      });
+      CHECK(late.get_future().get() == 7);
+      std::promise<void> late_error;
+      bad.async_wait([&](std::exception_ptr e) {
+        if (e)
+          late_error.set_exception(e);
+        else
+          late_error.set_value();
+      });
+      CHECK_THROWS_AS(late_error.get_future().get(), tlaunch::remote_error);
+    }
   }
 
   TEST_CASE("methods of one node never run at the same time") {

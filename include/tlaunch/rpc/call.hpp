@@ -4,11 +4,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 
 #include <asio/associated_cancellation_slot.hpp>
@@ -95,27 +95,60 @@ struct future_waiter {
 // What a tlaunch::future shares with its call. For a remote call without a
 // deadline it is also the connection's pending call, so a call started with
 // handle::async costs one allocation and its reply is stored where it is read.
+//
+// Lock-free: the result is written before `state` gains `done` (release) and
+// read after it is seen (acquire). A waiter is installed before `state` gains
+// `waiting`, so whichever of set() and async_wait() comes second fires it.
 template <class R>
 struct future_state final : rpc::pending_call, std::enable_shared_from_this<future_state<R>> {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::atomic<bool> done{false};  // written under mu; read without it by future::ready
+  static constexpr int waiting = 1;  // an async_wait() waiter is installed
+  static constexpr int blocked = 2;  // a get() sleeps on `state`
+  static constexpr int done = 4;     // error/value are set
+
+  std::atomic<int> state{0};
   std::exception_ptr error;
   rpc::result_holder<R> value{};
   std::unique_ptr<future_waiter<R>> waiter;  // set at most once
   rpc::call_target target{};                 // for errors, when it is the pending call
 
+  bool ready() const { return (state.load(std::memory_order_acquire) & done) != 0; }
+
+  // Called once, when the call completes.
   void set(std::exception_ptr e, rpc::result_holder<R>&& v) {
-    std::unique_ptr<future_waiter<R>> w;
-    {
-      std::lock_guard lk(mu);
-      error = std::move(e);
-      value = std::move(v);
-      done.store(true, std::memory_order_release);
-      w = std::move(waiter);
+    error = std::move(e);
+    value = std::move(v);
+    int prev = state.exchange(done, std::memory_order_acq_rel);
+    if (prev & blocked) state.notify_all();
+    if (prev & waiting) std::exchange(waiter, nullptr)->fire(this->shared_from_this());
+  }
+
+  // Installs the waiter, or fires it at once when the result is there.
+  void wait_with(std::unique_ptr<future_waiter<R>> w) {
+    int seen = state.load(std::memory_order_acquire);
+    if (seen & waiting) throw std::logic_error("tlaunch::future awaited twice");
+    if (!(seen & done)) {
+      waiter = std::move(w);
+      if (state.compare_exchange_strong(seen, seen | waiting, std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+        return;  // set() fires it
+      w = std::move(waiter);  // set() came first (seen now has done)
     }
-    cv.notify_all();
-    if (w) w->fire(this->shared_from_this());
+    w->fire(this->shared_from_this());
+  }
+
+  // Blocks the calling thread until set().
+  void block() {
+    int seen = state.load(std::memory_order_acquire);
+    while (!(seen & done)) {
+      if (!(seen & blocked)) {
+        if (!state.compare_exchange_weak(seen, seen | blocked, std::memory_order_acq_rel,
+                                         std::memory_order_acquire))
+          continue;
+        seen |= blocked;
+      }
+      state.wait(seen, std::memory_order_acquire);
+      seen = state.load(std::memory_order_acquire);
+    }
   }
 
   void complete(const wire::frame_header& h, std::span<const char> payload) override {

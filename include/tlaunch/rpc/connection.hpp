@@ -19,6 +19,7 @@
 #include <asio/post.hpp>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -147,7 +148,7 @@ class connection : public std::enable_shared_from_this<connection> {
     h.call_id = next_call_id_++;
     f.seal(h);
     pending_.insert(h.call_id, std::move(p));
-    out_.push_back(f.release());
+    enqueue_locked(std::move(f));
     kick_locked(lk);
     return h.call_id;
   }
@@ -162,7 +163,7 @@ class connection : public std::enable_shared_from_this<connection> {
     if (!closed_) {
       wire::frame_buffer f;
       f.seal({.type = wire::kind::cancel, .call_id = call_id});
-      out_.push_back(f.release());
+      enqueue_locked(std::move(f));
       kick_locked(lk);
     }
     return p;
@@ -172,7 +173,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void send(wire::frame_buffer&& f) {
     std::unique_lock lk(mu_);
     if (closed_) return;
-    out_.push_back(f.release());
+    enqueue_locked(std::move(f));
     kick_locked(lk);
   }
 
@@ -393,6 +394,26 @@ class connection : public std::enable_shared_from_this<connection> {
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
   }
 
+  // Queues a frame for the writer. A small frame after another small one is
+  // appended to that one's bytes: a burst of calls or replies then reaches the
+  // writer as one piece, not one object per frame, and its buffer is reused
+  // at once.
+  void enqueue_locked(wire::frame_buffer&& f) {
+    static constexpr std::size_t small_frame = 2048, merged_limit = 8 * 1024;
+    auto bytes = f.bytes();
+    if (!f.has_externals() && bytes.size() <= small_frame && !out_.empty()) {
+      auto& tail = out_.back();
+      if (tail.externals.empty() && tail.inline_bytes.size() + bytes.size() <= merged_limit) {
+        std::size_t used = tail.inline_bytes.size();
+        tail.inline_bytes.resize(used + bytes.size());
+        std::memcpy(tail.inline_bytes.data() + used, bytes.data(), bytes.size());
+        wire::recycle(f.release());
+        return;
+      }
+    }
+    out_.push_back(f.release());
+  }
+
   // Moves everything sendable into the batch; false when there is nothing.
   bool refill_batch_locked() {
     for (auto& b : pre_) batch_.push_back(std::move(b));
@@ -565,13 +586,13 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Returns false when the connection must stop reading.
   bool finish_big_frame() {
-    auto check = wire::decode_header(big_.get(), cfg_->max_frame);
+    const wire::frame_header header = wire::load_header(big_.get());  // checked when it began
     std::shared_ptr<const void> owner = std::move(big_);
     big_.reset();
     wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
         wire::detail::current_payload_owner, &owner);
-    return handle_frame(check.header, {static_cast<const char*>(owner.get()) + wire::header_size,
-                                       check.header.size});
+    return handle_frame(header, {static_cast<const char*>(owner.get()) + wire::header_size,
+                                 header.size});
   }
 
   void on_read(std::error_code ec, std::size_t n) {
@@ -615,24 +636,26 @@ class connection : public std::enable_shared_from_this<connection> {
     // the buffer is parsed first and continued by the next read.
     while (end_ - begin_ >= wire::header_size) {
       // Until the peer has proven the secret, it gets no large buffers.
-      auto check = wire::decode_header(
-          buf_ + begin_, state_ == hs::ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024));
-      if (!check.problem.empty()) {
-        sink_->log("closing connection from " + peer_name() + ": malformed frame: " + check.problem);
-        read_stopped("malformed frame: " + check.problem);
+      const std::uint32_t limit =
+          state_ == hs::ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024);
+      const wire::frame_header header = wire::load_header(buf_ + begin_);
+      if (!wire::header_ok(header, limit)) [[unlikely]] {
+        auto problem = wire::header_problem(header, limit);
+        sink_->log("closing connection from " + peer_name() + ": malformed frame: " + problem);
+        read_stopped("malformed frame: " + problem);
         return false;
       }
-      std::size_t total = wire::header_size + check.header.size;
+      std::size_t total = wire::header_size + header.size;
       if (end_ - begin_ < total) {
-        if (state_ == hs::ready && check.header.size >= wire::external_threshold)
+        if (state_ == hs::ready && header.size >= wire::external_threshold)
           start_big_frame(total);
         else
           reserve_frame(total);
         break;
       }
-      std::span<const char> payload(buf_ + begin_ + wire::header_size, check.header.size);
+      std::span<const char> payload(buf_ + begin_ + wire::header_size, header.size);
       begin_ += total;
-      if (!handle_frame(check.header, payload)) {
+      if (!handle_frame(header, payload)) {
         read_stopped("");
         return false;
       }

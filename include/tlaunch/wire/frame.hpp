@@ -101,24 +101,39 @@ struct header_check {
   std::string problem;
 };
 
-inline header_check decode_header(const void* in, std::uint32_t max_frame) {
+// The fields of a header, unchecked.
+inline frame_header load_header(const void* in) {
   auto* p = static_cast<const unsigned char*>(in);
-  header_check r;
-  r.header.size = detail::get32(p);
-  r.header.type = static_cast<kind>(p[4]);
-  r.header.flags = p[5];
-  r.header.reserved = detail::get16(p + 6);
-  r.header.target = detail::get32(p + 8);
-  r.header.aux = detail::get32(p + 12);
-  r.header.call_id = detail::get64(p + 16);
-  r.header.method = detail::get64(p + 24);
-  if (!is_known_kind(p[4]))
-    r.problem = "unknown frame kind " + std::to_string(p[4]);
-  else if (r.header.size > max_frame)
-    r.problem = "frame of " + std::to_string(r.header.size) + " bytes exceeds the maximum of " +
-                std::to_string(max_frame);
-  else if (r.header.reserved != 0)
-    r.problem = "reserved header bits set";
+  frame_header h;
+  h.size = detail::get32(p);
+  h.type = static_cast<kind>(p[4]);
+  h.flags = p[5];
+  h.reserved = detail::get16(p + 6);
+  h.target = detail::get32(p + 8);
+  h.aux = detail::get32(p + 12);
+  h.call_id = detail::get64(p + 16);
+  h.method = detail::get64(p + 24);
+  return h;
+}
+
+// Why a loaded header is rejected; empty when it is fine. The check itself is
+// cheap (header_ok); the string is built only for a bad header.
+inline bool header_ok(const frame_header& h, std::uint32_t max_frame) {
+  return is_known_kind(static_cast<std::uint8_t>(h.type)) && h.size <= max_frame && h.reserved == 0;
+}
+inline std::string header_problem(const frame_header& h, std::uint32_t max_frame) {
+  auto k = static_cast<unsigned>(h.type);
+  if (!is_known_kind(static_cast<std::uint8_t>(k))) return "unknown frame kind " + std::to_string(k);
+  if (h.size > max_frame)
+    return "frame of " + std::to_string(h.size) + " bytes exceeds the maximum of " +
+           std::to_string(max_frame);
+  if (h.reserved != 0) return "reserved header bits set";
+  return {};
+}
+
+inline header_check decode_header(const void* in, std::uint32_t max_frame) {
+  header_check r{load_header(in), {}};
+  if (!header_ok(r.header, max_frame)) r.problem = header_problem(r.header, max_frame);
   return r;
 }
 

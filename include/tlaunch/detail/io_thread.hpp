@@ -4,5 +4,7 @@
 namespace tlaunch::detail {
 
 inline thread_local const void* current_runtime_thread = nullptr;
+// Which thread of that pool (0 to threads - 1).
+inline thread_local unsigned current_io_index = 0;
 
 }  // namespace tlaunch::detail

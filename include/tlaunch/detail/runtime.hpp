@@ -177,6 +177,21 @@ class runtime final : public rpc::connection_sink {
     return c;
   }
 
+  // The same for a call about to be sent. On this runtime's io threads it comes
+  // from the thread's own cache, without the lock or a reference count: `hold`
+  // stays empty and the pointer is valid until this thread asks again. Elsewhere
+  // `hold` keeps the connection.
+  rpc::connection* connection_for(std::uint32_t flat, std::string& why,
+                                  std::shared_ptr<rpc::connection>& hold) {
+    if (current_runtime_thread == this && flat < total_) {
+      auto& slot = thread_cache_[current_io_index][flat];
+      if (!slot || slot->closed()) slot = connection_to(flat, why);
+      return slot.get();
+    }
+    hold = connection_to(flat, why);
+    return hold.get();
+  }
+
   // A connection to an address outside the directory (the coordinator).
   std::shared_ptr<rpc::connection> connect(const std::string& address) {
     return rpc::connection::connect(io, address, cfg_, this);
@@ -186,9 +201,11 @@ class runtime final : public rpc::connection_sink {
 
   void start_threads() {
     unsigned n = opt_.threads == 0 ? 1 : opt_.threads;
+    thread_cache_.assign(n, std::vector<std::shared_ptr<rpc::connection>>(total_));
     for (unsigned i = 0; i < n; ++i)
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, i] {
         current_runtime_thread = this;
+        current_io_index = i;
         io.run();
       });
   }
@@ -346,6 +363,9 @@ class runtime final : public rpc::connection_sink {
   mutable std::mutex mu_;
   std::vector<std::string> addresses_;
   std::vector<std::shared_ptr<rpc::connection>> conn_by_flat_;
+  // Per io thread (index current_io_index), touched only by that thread: the
+  // connections its calls went out on. Destroyed before io.
+  std::vector<std::vector<std::shared_ptr<rpc::connection>>> thread_cache_;
   std::unordered_map<std::string, std::shared_ptr<rpc::connection>> by_address_;
   std::vector<std::shared_ptr<rpc::connection>> accepted_;
   std::vector<std::thread> threads_;

@@ -409,7 +409,8 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   }
 
   std::string why;
-  auto conn = rt.connection_to(flat, why);
+  std::shared_ptr<connection> held;
+  connection* conn = rt.connection_for(flat, why, held);
   if (!conn) {
     complete_on_executor<R>(std::forward<Handler>(handler), fallback,
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});
@@ -443,7 +444,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
     // Under the pending call's lock: the reply may already be cancelling the
     // timer on the reader's thread.
     std::lock_guard lk(p->timer_mu);
-    timer->async_wait([weak = std::weak_ptr<connection>(conn), id, timer](std::error_code ec) {
+    timer->async_wait([weak = conn->weak_from_this(), id, timer](std::error_code ec) {
       if (ec) return;
       if (auto c = weak.lock())
         if (auto pc = c->abandon_call(id))
@@ -452,7 +453,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
     });
   }
   if (slot.is_connected()) {
-    slot.assign([weak = std::weak_ptr<connection>(conn), id](asio::cancellation_type) {
+    slot.assign([weak = conn->weak_from_this(), id](asio::cancellation_type) {
       if (auto c = weak.lock())
         if (auto pc = c->abandon_call(id)) {
           auto* pt = static_cast<pending_t*>(pc.get());

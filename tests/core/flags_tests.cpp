@@ -27,6 +27,15 @@ TEST_SUITE("flags") {
                                                     "--", "--count", "5"});
   }
 
+  TEST_CASE("--busy-poll takes microseconds and reaches node processes") {
+    auto o = parse({"--busy-poll=250"});
+    CHECK(o.busy_poll == std::chrono::microseconds(250));
+    CHECK(o.passthrough == std::vector<std::string>{"--busy-poll=250"});
+    CHECK(parse({}).busy_poll == std::chrono::microseconds(0));
+    CHECK_THROWS_WITH(parse({"--busy-poll=soon"}), doctest::Contains("--busy-poll: 'soon'"));
+    CHECK_THROWS_WITH(parse({"--busy-poll=2000000"}), doctest::Contains("--busy-poll"));
+  }
+
   TEST_CASE("bad input names the flag") {
     CHECK_THROWS_WITH(parse({"--lanch=ssh"}), doctest::Contains("unknown flag '--lanch'"));
     CHECK_THROWS_WITH(parse({"--launch=cloud"}), doctest::Contains("'cloud' is not one of"));
@@ -40,7 +49,7 @@ TEST_SUITE("flags") {
 
   TEST_CASE("usage lists every flag") {
     auto u = tlaunch::launch::usage("prog");
-    for (const char* f : {"--launch", "--replicas", "--threads", "--grace", "--log-dir", "--color",
+    for (const char* f : {"--launch", "--replicas", "--threads", "--busy-poll", "--grace", "--log-dir", "--color",
                           "--force-wire", "--max-frame", "--hosts", "--hostfile", "--place",
                           "--ssh-identity", "--ssh-accept-new", "--known-hosts",
                           "--coordinator-host", "--start-timeout", "--help"})

@@ -41,6 +41,8 @@ struct runtime_options {
   bool force_wire = false;  // local calls go over TCP too (tests)
   std::uint32_t max_frame = wire::default_max_frame;
   std::chrono::milliseconds grace{5000};
+  // io threads poll this long before sleeping (0: they sleep at once); see run_io.
+  std::chrono::microseconds busy_poll{0};
   std::vector<std::string> user_args;
 };
 
@@ -53,6 +55,7 @@ class runtime final : public rpc::connection_sink {
         nodes_(std::move(nodes)),
         opt_(std::move(opt)),
         work_(asio::make_work_guard(io)),
+        busy_poll_us_(opt_.busy_poll.count() < 0 ? 0 : opt_.busy_poll.count()),
         acceptor_(io) {
     std::uint32_t total = 0;
     for (auto& n : nodes_) {
@@ -206,9 +209,45 @@ class runtime final : public rpc::connection_sink {
       threads_.emplace_back([this, i] {
         current_runtime_thread = this;
         current_io_index = i;
-        io.run();
+        run_io();
       });
   }
+
+  // An io thread's loop. With busy polling on, the thread keeps polling for that
+  // long after its last handler before it sleeps in the reactor, so a reply that
+  // arrives meanwhile is handled without a wake-up (which costs tens of
+  // microseconds on some virtual machines) at the price of a busy core.
+  void run_io() {
+    using clock = std::chrono::steady_clock;
+    while (!io.stopped()) {
+      auto spin = std::chrono::microseconds(busy_poll_us_.load(std::memory_order_relaxed));
+      if (spin.count() == 0) {
+        // Returns when the poll setting changes (a posted handler) or work runs out.
+        if (io.run_one() == 0) break;
+        continue;
+      }
+      if (io.poll() > 0) continue;
+      bool ran = false;
+      for (auto until = clock::now() + spin; !io.stopped() && clock::now() < until;)
+        if (io.poll() > 0) {
+          ran = true;
+          break;
+        }
+      if (!ran && !io.stopped() && io.run_one() == 0) break;
+    }
+  }
+
+  // Changes busy polling for this process's io threads (0: off).
+  void set_busy_poll(std::chrono::microseconds d) {
+    busy_poll_us_.store(d.count() < 0 ? 0 : d.count(), std::memory_order_relaxed);
+    // Wake threads sleeping in the reactor, so they see it.
+    unsigned n = opt_.threads == 0 ? 1 : opt_.threads;
+    for (unsigned i = 0; i < n; ++i) asio::post(io, [] {});
+  }
+  std::chrono::microseconds busy_poll() const {
+    return std::chrono::microseconds(busy_poll_us_.load(std::memory_order_relaxed));
+  }
+
   bool on_io_thread() const { return current_runtime_thread != nullptr; }
   // On this runtime's only io thread: nothing else can run while a handler does,
   // so a local plain method may run at once instead of being queued.
@@ -354,6 +393,7 @@ class runtime final : public rpc::connection_sink {
   runtime_options opt_;
   std::uint32_t total_ = 0;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::atomic<std::int64_t> busy_poll_us_;  // see run_io
   asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<const rpc::connection_config> cfg_;
   std::string listen_address_;

@@ -26,6 +26,7 @@ struct options {
   std::string log_dir;
   std::string color = "auto";
   unsigned threads = 0;  // 0: 2 for local_mt, 1 per node process
+  std::chrono::microseconds busy_poll{0};
   bool force_wire = false;
   std::uint32_t max_frame = 256u << 20;
   // ssh
@@ -55,6 +56,8 @@ Launch:
   --replicas NAME=N[,...]  override a node's replica count (repeatable)
   --threads=N              io threads per process (default: 2 for local_mt, 1 per
                            node process, where the thread that reads also replies)
+  --busy-poll=MICROSECONDS  io threads poll this long for work before they sleep:
+                           lower latency, a busy core per process (default 0: off)
   --grace=SECONDS          time nodes get to stop before they are killed (default 5)
   --start-timeout=SECONDS  time for every node to register (default 60)
   --log-dir=DIR            also write each node's output to DIR/<node>.<i>.log
@@ -172,6 +175,10 @@ inline options parse(int argc, const char* const* argv) {
       o.threads = static_cast<unsigned>(detail::parse_uint(name, v, 256));
       if (o.threads == 0) throw usage_error("--threads: must be at least 1");
       o.passthrough.push_back("--threads=" + v);
+    } else if (name == "--busy-poll") {
+      std::string v = need();
+      o.busy_poll = std::chrono::microseconds(detail::parse_uint(name, v, 1000000));
+      o.passthrough.push_back("--busy-poll=" + v);
     } else if (name == "--grace") {
       std::string v = need();
       o.grace = detail::parse_seconds(name, v);

@@ -27,6 +27,7 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 2;
   ro.force_wire = o.force_wire;
+  ro.busy_poll = o.busy_poll;
   ro.max_frame = o.max_frame;
   ro.grace = o.grace;
   ro.user_args = o.user_args;

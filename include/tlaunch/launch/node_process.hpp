@@ -114,6 +114,7 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
 
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 1;
+  ro.busy_poll = o.busy_poll;
   ro.max_frame = o.max_frame;
   ro.grace = o.grace;
   ro.user_args = o.user_args;

@@ -228,7 +228,11 @@ class runtime final : public rpc::connection_sink {
       }
       if (io.poll() > 0) continue;
       bool ran = false;
-      for (auto until = clock::now() + spin; !io.stopped() && clock::now() < until;)
+      // Also ends when polling is turned off: another thread may have run the
+      // handlers set_busy_poll posted.
+      for (auto until = clock::now() + spin;
+           !io.stopped() && clock::now() < until &&
+           busy_poll_us_.load(std::memory_order_relaxed) != 0;)
         if (io.poll() > 0) {
           ran = true;
           break;

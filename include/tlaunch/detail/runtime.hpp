@@ -51,7 +51,7 @@ class runtime final : public rpc::connection_sink {
  public:
   runtime(std::vector<node_info> nodes, runtime_options opt, std::vector<std::uint8_t> secret,
           std::string self_name)
-      : io(static_cast<int>(opt.threads == 0 ? 1 : opt.threads)),
+      : io(static_cast<int>(io_thread_count(opt))),
         nodes_(std::move(nodes)),
         opt_(std::move(opt)),
         work_(asio::make_work_guard(io)),
@@ -202,8 +202,10 @@ class runtime final : public rpc::connection_sink {
 
   // ----- threads ---------------------------------------------------------------------
 
+  static unsigned io_thread_count(const runtime_options& o) { return o.threads == 0 ? 1 : o.threads; }
+
   void start_threads() {
-    unsigned n = opt_.threads == 0 ? 1 : opt_.threads;
+    unsigned n = io_thread_count(opt_);
     thread_cache_.assign(n, std::vector<std::shared_ptr<rpc::connection>>(total_));
     for (unsigned i = 0; i < n; ++i)
       threads_.emplace_back([this, i] {
@@ -245,7 +247,7 @@ class runtime final : public rpc::connection_sink {
   void set_busy_poll(std::chrono::microseconds d) {
     busy_poll_us_.store(d.count() < 0 ? 0 : d.count(), std::memory_order_relaxed);
     // Wake threads sleeping in the reactor, so they see it.
-    unsigned n = opt_.threads == 0 ? 1 : opt_.threads;
+    unsigned n = io_thread_count(opt_);
     for (unsigned i = 0; i < n; ++i) asio::post(io, [] {});
   }
   std::chrono::microseconds busy_poll() const {

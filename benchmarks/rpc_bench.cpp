@@ -229,7 +229,8 @@ class Driver {
 
   // K calls in flight through futures, refilled like the baseline: await the
   // oldest, take every other reply that has arrived by then, and start as many
-  // new calls (one batch, so they leave in one write).
+  // new calls (one batch, so they leave in one write). Like the baseline, a
+  // batch's calls share one send time, taken before the first of them starts.
   template <auto M, class... A>
   asio::awaitable<double> tlaunch_pipelined_with(std::size_t inflight, std::size_t count,
                                                  bench::latency_recorder& rec, const A&... args) {
@@ -238,7 +239,7 @@ class Driver {
     std::size_t started = 0;
     auto start = bench::bench_clock::now();
     while (started < count && q.size() < inflight) {
-      q.emplace_back(ping.async<M>(args...), bench::bench_clock::now());
+      q.emplace_back(ping.async<M>(args...), start);
       ++started;
     }
     while (!q.empty()) {
@@ -252,7 +253,7 @@ class Driver {
         ++got;
       }
       for (; got > 0 && started < count; --got, ++started)
-        q.emplace_back(ping.async<M>(args...), bench::bench_clock::now());
+        q.emplace_back(ping.async<M>(args...), now);
     }
     co_return double(bench::elapsed_ns(start)) / 1e9;
   }

@@ -141,6 +141,68 @@ struct Burst {
   using rpc = tlaunch::methods<&Burst::burst>;
 };
 
+// Methods whose calls and replies take every shape a frame can: plain numbers
+// (built on the stack), nothing (void), a string (serialized), an error reply.
+struct Counter {
+  std::int64_t total = 0;
+  int bumps = 0;
+  std::int64_t add(std::int64_t k) { return total += k; }
+  void bump() { ++bumps; }
+  std::string name(int i) { return "n" + std::to_string(i) + "/" + std::to_string(bumps); }
+  void fail(int i) { throw std::runtime_error("fail " + std::to_string(i)); }
+  void reset() { total = bumps = 0; }
+  using rpc = tlaunch::methods<&Counter::add, &Counter::bump, &Counter::name, &Counter::fail,
+                               &Counter::reset>;
+};
+
+// Starts n calls of all four shapes at once, then awaits them newest first;
+// returns "ok" or the first result that was wrong.
+struct Mixer {
+  tlaunch::handle<Counter> counter;
+  asio::awaitable<std::string> mixed(int n) {
+    co_await counter.call<&Counter::reset>();
+    std::vector<std::pair<int, tlaunch::future<std::int64_t>>> adds;
+    std::vector<std::pair<int, tlaunch::future<void>>> bumps, fails;
+    std::vector<std::pair<int, tlaunch::future<std::string>>> names;
+    for (int i = 0; i < n; ++i) {
+      switch (i % 4) {
+        case 0: adds.emplace_back(i, counter.async<&Counter::add>(std::int64_t{i})); break;
+        case 1: bumps.emplace_back(i, counter.async<&Counter::bump>()); break;
+        case 2: names.emplace_back(i, counter.async<&Counter::name>(i)); break;
+        default: fails.emplace_back(i, counter.async<&Counter::fail>(i)); break;
+      }
+    }
+    auto wrong = [](int i, const std::string& what) {
+      return "call " + std::to_string(i) + ": " + what;
+    };
+    // Calls run in the order they were made: add(i) sees the adds before it,
+    // name(i) the bumps before it.
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+      auto got = co_await it->second.async_wait();
+      auto expect = "n" + std::to_string(it->first) + "/" + std::to_string((it->first + 2) / 4);
+      if (got != expect) co_return wrong(it->first, got + " instead of " + expect);
+    }
+    for (auto it = fails.rbegin(); it != fails.rend(); ++it) {
+      try {
+        co_await it->second.async_wait();
+        co_return wrong(it->first, "fail() did not throw");
+      } catch (const tlaunch::remote_error& e) {
+        if (std::string(e.what()).find("fail " + std::to_string(it->first)) == std::string::npos)
+          co_return wrong(it->first, e.what());
+      }
+    }
+    for (auto it = bumps.rbegin(); it != bumps.rend(); ++it) co_await it->second.async_wait();
+    for (auto it = adds.rbegin(); it != adds.rend(); ++it) {
+      std::int64_t k = it->first / 4, expect = 4 * k * (k + 1) / 2;  // 0 + 4 + ... + i
+      auto got = co_await it->second.async_wait();
+      if (got != expect)
+        co_return wrong(it->first, std::to_string(got) + " instead of " + std::to_string(expect));
+    }
+    co_return "ok";
+  }
+  using rpc = tlaunch::methods<&Mixer::mixed>;
+};
+
 // A node that reads and sets its process's busy polling.
 struct Spinner {
   tlaunch::context* ctx = nullptr;
@@ -188,6 +250,19 @@ tlaunch::launch::options opts(bool wire) {
   o.force_wire = wire;
   o.grace = 2s;
   return o;
+}
+
+// Runs f(options) on one io thread and on two, each direct and over the wire.
+template <class F>
+void on_every_path(F f) {
+  for (unsigned threads : {1u, 2u})
+    for (bool wire : {false, true}) {
+      CAPTURE(threads);
+      CAPTURE(wire);
+      auto o = opts(wire);
+      o.threads = threads;
+      f(o);
+    }
 }
 
 }  // namespace
@@ -372,26 +447,36 @@ TEST_SUITE("calls") {
   TEST_CASE("bursts of calls run in the order they were made, on one io thread or two") {
     constexpr auto p = tlaunch::program(tlaunch::node<"log", Log>(),
                                         tlaunch::node<"burst", Burst>(tlaunch::ref<"log">));
-    for (unsigned threads : {1u, 2u})
-      for (bool wire : {false, true}) {
-        CAPTURE(threads);
-        CAPTURE(wire);
-        auto o = opts(wire);
-        o.threads = threads;
-        tlaunch::testing::test_launch t(p, o);
-        const int n = 300;
-        std::int64_t expect = std::int64_t{n} * (n - 1) / 2;
-        for (int i = n; i < n + 20; ++i) expect += i + (i + 1000);
-        CHECK(t.get<"burst">().sync<&Burst::burst>(n) == expect);
-        auto seen = t.get<"log">().sync<&Log::seen>();
-        REQUIRE(seen.size() == static_cast<std::size_t>(n + 40));
-        for (int i = 0; i < n; ++i) REQUIRE(seen[static_cast<std::size_t>(i)] == i);
-        for (int i = n; i < n + 20; ++i) {
-          // The future's call was made first.
-          CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n))] == i);
-          CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n) + 1)] == i + 1000);
-        }
+    on_every_path([&](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(p, o);
+      const int n = 300;
+      std::int64_t expect = std::int64_t{n} * (n - 1) / 2;
+      for (int i = n; i < n + 20; ++i) expect += i + (i + 1000);
+      CHECK(t.get<"burst">().sync<&Burst::burst>(n) == expect);
+      auto seen = t.get<"log">().sync<&Log::seen>();
+      REQUIRE(seen.size() == static_cast<std::size_t>(n + 40));
+      for (int i = 0; i < n; ++i) REQUIRE(seen[static_cast<std::size_t>(i)] == i);
+      for (int i = n; i < n + 20; ++i) {
+        // The future's call was made first.
+        CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n))] == i);
+        CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n) + 1)] == i + 1000);
       }
+    });
+  }
+
+  TEST_CASE("a burst of every frame shape: each reply reaches its own call") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"counter", Counter>(),
+                                        tlaunch::node<"mixer", Mixer>(tlaunch::ref<"counter">));
+    on_every_path([&](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(p, o);
+      auto m = t.get<"mixer">();
+      // 1000 calls in flight: many reads and writes, each carrying many frames.
+      // A reply that never came fails the call here instead of hanging.
+      for (int round = 0; round < 3; ++round)
+        CHECK(m.sync<&Mixer::mixed>(tlaunch::call_options{.timeout = 20s}, 1000) == "ok");
+      t.stop();
+      CHECK(t.wait() == 0);
+    });
   }
 
   TEST_CASE("busy polling: calls work, idle io threads keep polling, and a node can turn it off") {

@@ -113,6 +113,25 @@ TEST_SUITE("wire") {
     CHECK(a2 == a);
   }
 
+  TEST_CASE("a small frame on the stack holds the same bytes as a frame buffer") {
+    std::int32_t a = -7;
+    double d = 2.5;
+    std::uint64_t u = 0x0102030405060708ull;
+    auto small = tlaunch::wire::make_small_frame(a, d, u);
+    static_assert(decltype(small)::payload_size == 20);
+    CHECK(small.span().size() == tlaunch::wire::header_size + 20);
+    tlaunch::wire::frame_buffer f;
+    tlaunch::wire::serialize_into(f, a, d, u);
+    auto payload = f.bytes().subspan(tlaunch::wire::header_size);
+    CHECK(std::string(small.bytes + tlaunch::wire::header_size, 20) ==
+          std::string(payload.data(), payload.size()));
+    auto none = tlaunch::wire::make_small_frame();
+    CHECK(none.span().size() == tlaunch::wire::header_size);
+    static_assert(tlaunch::wire::small_frame_values<int, double>);
+    static_assert(!tlaunch::wire::small_frame_values<bool>);
+    static_assert(!tlaunch::wire::small_frame_values<std::string>);
+  }
+
   TEST_CASE("large bytes are sent from where they are and received as views") {
     std::string big(200000, 'q');
     tlaunch::bytes b(big);

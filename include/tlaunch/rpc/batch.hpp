@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -43,6 +44,30 @@ class deferred_writes {
     return true;
   }
 
+  // Bytes that may go out in any order relative to other frames (replies),
+  // gathered per owner while a scope is open and handed to flush(owner, bytes)
+  // once, when it ends, before the deferred writes run: a batch's replies to
+  // one connection then cost one lock, not one each. `owner` makes the owning
+  // reference, only for the first bytes an owner stages. False when no scope
+  // is open.
+  using flush_fn = void (*)(const std::shared_ptr<void>&, std::span<const char>);
+  template <class Owner>
+  static bool stage(const void* key, Owner&& owner, flush_fn flush, std::span<const char> bytes) {
+    if (!current_) return false;
+    auto& st = staged_;
+    std::size_t i = 0;
+    while (i < staged_used_ && st[i].key != key) ++i;
+    if (i == staged_used_) {
+      if (i == st.size()) st.emplace_back();
+      st[i].key = key;
+      st[i].who = owner();
+      st[i].flush = flush;
+      ++staged_used_;
+    }
+    st[i].bytes.insert(st[i].bytes.end(), bytes.begin(), bytes.end());
+    return true;
+  }
+
   // Opens a scope unless one is open already (the outermost one writes).
   class scope {
    public:
@@ -53,6 +78,7 @@ class deferred_writes {
     scope& operator=(const scope&) = delete;
     ~scope() {
       if (!owner_) return;
+      flush_staged();  // may defer writes, so the scope is still open
       current_ = nullptr;
       for (auto& [who, fn] : items_) fn(who);
     }
@@ -63,7 +89,31 @@ class deferred_writes {
   };
 
  private:
+  struct staged {
+    const void* key = nullptr;
+    std::shared_ptr<void> who;
+    flush_fn flush = nullptr;
+    std::vector<char> bytes;  // cleared, not freed: reused by the next scope
+  };
+
+  static void flush_staged() {
+    // An entry's key is cleared before its flush runs, so bytes staged by a
+    // flush start an entry of their own, which this loop reaches too.
+    for (std::size_t i = 0; i < staged_used_; ++i) {
+      std::vector<char> bytes;
+      bytes.swap(staged_[i].bytes);
+      std::shared_ptr<void> who = std::move(staged_[i].who);
+      staged_[i].key = nullptr;
+      staged_[i].flush(who, bytes);
+      bytes.clear();
+      staged_[i].bytes.swap(bytes);  // keeps the capacity for the next scope
+    }
+    staged_used_ = 0;
+  }
+
   static inline thread_local std::vector<item>* current_ = nullptr;
+  static inline thread_local std::vector<staged> staged_;
+  static inline thread_local std::size_t staged_used_ = 0;
 };
 
 namespace detail {
@@ -160,8 +210,9 @@ class batch_group {
   }
   static void* bump(std::byte* base, std::size_t size, std::size_t& used, std::size_t n,
                     std::size_t align) {
+    // align is a power of two (alignof): a mask, not a division.
     auto addr = reinterpret_cast<std::uintptr_t>(base) + used;
-    std::size_t pad = (align - addr % align) % align;
+    std::size_t pad = (0 - addr) & (align - 1);
     if (used + pad + n > size) return nullptr;
     used += pad + n;
     return base + (used - n);

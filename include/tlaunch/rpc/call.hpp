@@ -352,6 +352,12 @@ struct local_race : std::enable_shared_from_this<local_race<R, Handler>> {
   std::shared_ptr<asio::steady_timer> timer;
 };
 
+// Whether an argument tuple goes out as a frame built on the stack.
+template <class Tuple>
+inline constexpr bool small_args = false;
+template <class... T>
+inline constexpr bool small_args<std::tuple<T...>> = wire::small_frame_values<T...>;
+
 // Starts call M with the (decayed) argument tuple; the handler receives
 // void(std::exception_ptr) or void(std::exception_ptr, R).
 template <auto M, class Handler, class Args>
@@ -416,16 +422,26 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});
     return;
   }
-  wire::frame_buffer f(64);
-  std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
-  wire::frame_header h{.type = wire::kind::call,
-                       .target = flat,
-                       .aux = static_cast<std::uint32_t>(opt.timeout.count()),
-                       .method = tlaunch::detail::method_id<M>()};
+  const wire::frame_header h{.type = wire::kind::call,
+                             .target = flat,
+                             .aux = static_cast<std::uint32_t>(opt.timeout.count()),
+                             .method = tlaunch::detail::method_id<M>()};
+  // Plain numbers are written into a frame on the stack; anything else is
+  // serialized into a frame buffer.
+  auto send = [&](std::shared_ptr<pending_call> p) -> std::uint64_t {
+    if constexpr (small_args<std::remove_cvref_t<Args>>) {
+      auto f = std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
+      return conn->start_call(f.span(), h, std::move(p));
+    } else {
+      wire::frame_buffer f(64);
+      std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
+      return conn->start_call(std::move(f), h, std::move(p));
+    }
+  };
   if constexpr (std::is_same_v<std::decay_t<Handler>, tlaunch::detail::future_handler<R>>) {
     if (opt.timeout.count() == 0) {  // the future's own state waits for the reply
       handler.s->target = target;
-      conn->start_call(std::move(f), h, std::move(handler.s));
+      send(std::move(handler.s));
       return;
     }
   }
@@ -438,7 +454,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
     timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
     p->timer = timer;
   }
-  std::uint64_t id = conn->start_call(std::move(f), h, p);
+  std::uint64_t id = send(p);
   if (id == 0) return;  // already failed
   if (timer) {
     // Under the pending call's lock: the reply may already be cancelling the

@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "../detail/buffer_pool.hpp"
@@ -138,19 +139,20 @@ class connection : public std::enable_shared_from_this<connection> {
   // If the connection is closed, the call fails at once.
   std::uint64_t start_call(wire::frame_buffer&& f, wire::frame_header h,
                            std::shared_ptr<pending_call> p) {
-    std::unique_lock lk(mu_);
-    if (closed_) {
-      std::string why = close_reason_;
-      lk.unlock();
-      p->fail_unavailable(why);
-      return 0;
-    }
-    h.call_id = next_call_id_++;
-    f.seal(h);
-    pending_.insert(h.call_id, std::move(p));
-    enqueue_locked(std::move(f));
-    kick_locked(lk);
-    return h.call_id;
+    return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
+      f.seal(sealed);
+      enqueue_locked(std::move(f));
+    });
+  }
+
+  // The same for a frame built on the stack (wire::make_small_frame): header
+  // room, then the payload. It is sealed here and copied into the write queue.
+  std::uint64_t start_call(std::span<char> frame, wire::frame_header h,
+                           std::shared_ptr<pending_call> p) {
+    return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
+      seal_small(frame, sealed);
+      enqueue_bytes_locked(frame);
+    });
   }
 
   // Forgets a pending call (deadline or cancellation) and tells the peer.
@@ -175,6 +177,28 @@ class connection : public std::enable_shared_from_this<connection> {
     if (closed_) return;
     enqueue_locked(std::move(f));
     kick_locked(lk);
+  }
+
+  // Queues a frame built on the stack (see start_call); dropped if closed.
+  void send(std::span<char> frame, wire::frame_header h) {
+    seal_small(frame, h);
+    send_bytes(frame);
+  }
+
+  // A reply built on the stack. While a batch of work runs on this thread
+  // (deferred_writes::scope), its replies to this connection are gathered and
+  // queued together when it ends, under one lock; replies may leave in any
+  // order relative to other frames.
+  void send_reply(std::span<char> frame, wire::frame_header h) {
+    seal_small(frame, h);
+    if (deferred_writes::stage(
+            this, [this] { return std::shared_ptr<void>(shared_from_this()); },
+            [](const std::shared_ptr<void>& who, std::span<const char> bytes) {
+              static_cast<connection*>(who.get())->send_bytes(bytes);
+            },
+            frame))
+      return;
+    send_bytes(frame);
   }
 
   // Closes with a reason; pending calls fail as unavailable.
@@ -394,24 +418,72 @@ class connection : public std::enable_shared_from_this<connection> {
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
   }
 
+  // Under the lock: gives the call its id, registers it and queues its frame
+  // with enqueue(header), or fails it when the connection is closed.
+  template <class Enqueue>
+  std::uint64_t register_call(wire::frame_header h, std::shared_ptr<pending_call> p,
+                              Enqueue&& enqueue) {
+    std::unique_lock lk(mu_);
+    if (closed_) {
+      std::string why = close_reason_;
+      lk.unlock();
+      p->fail_unavailable(why);
+      return 0;
+    }
+    h.call_id = next_call_id_++;
+    enqueue(h);
+    pending_.insert(h.call_id, std::move(p));
+    kick_locked(lk);
+    return h.call_id;
+  }
+
+  static constexpr std::size_t small_frame = 2048, merged_limit = 8 * 1024;
+
+  // Queues whole frames' bytes by copying them; dropped if closed.
+  void send_bytes(std::span<const char> bytes) {
+    std::unique_lock lk(mu_);
+    if (closed_) return;
+    enqueue_bytes_locked(bytes);
+    kick_locked(lk);
+  }
+
+  static void seal_small(std::span<char> frame, wire::frame_header h) {
+    h.size = static_cast<std::uint32_t>(frame.size() - wire::header_size);
+    wire::encode_header(h, frame.data());
+  }
+
+  // Appends a small frame's bytes to the last queued frame when it has room.
+  bool append_to_tail_locked(std::span<const char> bytes) {
+    if (out_.empty()) return false;
+    auto& tail = out_.back();
+    if (!tail.externals.empty() || tail.inline_bytes.size() + bytes.size() > merged_limit)
+      return false;
+    std::size_t used = tail.inline_bytes.size();
+    tail.inline_bytes.resize(used + bytes.size());
+    std::memcpy(tail.inline_bytes.data() + used, bytes.data(), bytes.size());
+    return true;
+  }
+
   // Queues a frame for the writer. A small frame after another small one is
   // appended to that one's bytes: a burst of calls or replies then reaches the
   // writer as one piece, not one object per frame, and its buffer is reused
   // at once.
   void enqueue_locked(wire::frame_buffer&& f) {
-    static constexpr std::size_t small_frame = 2048, merged_limit = 8 * 1024;
     auto bytes = f.bytes();
-    if (!f.has_externals() && bytes.size() <= small_frame && !out_.empty()) {
-      auto& tail = out_.back();
-      if (tail.externals.empty() && tail.inline_bytes.size() + bytes.size() <= merged_limit) {
-        std::size_t used = tail.inline_bytes.size();
-        tail.inline_bytes.resize(used + bytes.size());
-        std::memcpy(tail.inline_bytes.data() + used, bytes.data(), bytes.size());
-        wire::recycle(f.release());
-        return;
-      }
+    if (!f.has_externals() && bytes.size() <= small_frame && append_to_tail_locked(bytes)) {
+      wire::recycle(f.release());
+      return;
     }
     out_.push_back(f.release());
+  }
+
+  // Queues a copy of a small frame's bytes (a frame built on the stack).
+  void enqueue_bytes_locked(std::span<const char> bytes) {
+    if (append_to_tail_locked(bytes)) return;
+    wire::outgoing_frame f{wire::detail::take_spare_buffer(), {}};
+    f.inline_bytes.resize(bytes.size());
+    std::memcpy(f.inline_bytes.data(), bytes.data(), bytes.size());
+    out_.push_back(std::move(f));
   }
 
   // Moves everything sendable into the batch; false when there is nothing.
@@ -632,6 +704,10 @@ class connection : public std::enable_shared_from_this<connection> {
       return after_frames();
     }
     end_ += n;
+    // Replies in a row are completed together: their pending calls are taken
+    // under one lock. They are completed before any other frame is handled and
+    // before the buffer may move, so order and payloads stay as they were.
+    reply_run replies;
     // A read that left room took everything the kernel had; one that filled
     // the buffer is parsed first and continued by the next read.
     while (end_ - begin_ >= wire::header_size) {
@@ -647,6 +723,7 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       std::size_t total = wire::header_size + header.size;
       if (end_ - begin_ < total) {
+        complete_replies(replies);
         if (state_ == hs::ready && header.size >= wire::external_threshold)
           start_big_frame(total);
         else
@@ -655,12 +732,44 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       std::span<const char> payload(buf_ + begin_ + wire::header_size, header.size);
       begin_ += total;
+      if (state_ == hs::ready &&
+          (header.type == wire::kind::reply || header.type == wire::kind::error_reply)) {
+        replies.frames[replies.count++] = {header, payload};
+        if (replies.count == reply_run::capacity) complete_replies(replies);
+        continue;
+      }
+      complete_replies(replies);
       if (!handle_frame(header, payload)) {
         read_stopped("");
         return false;
       }
     }
+    complete_replies(replies);
     return after_frames();
+  }
+
+  struct reply_run {
+    static constexpr std::size_t capacity = 32;
+    struct frame {
+      wire::frame_header header;
+      std::span<const char> payload;
+    };
+    frame frames[capacity];
+    std::size_t count = 0;
+  };
+
+  // Completes the collected replies (a reply whose call was abandoned is dropped).
+  void complete_replies(reply_run& run) {
+    if (run.count == 0) return;
+    std::shared_ptr<pending_call> taken[reply_run::capacity];
+    {
+      std::lock_guard lk(mu_);
+      for (std::size_t i = 0; i < run.count; ++i)
+        if (auto p = pending_.take(run.frames[i].header.call_id)) taken[i] = std::move(*p);
+    }
+    std::size_t n = std::exchange(run.count, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      if (taken[i]) taken[i]->complete(run.frames[i].header, run.frames[i].payload);
   }
 
   // Returns whether to read on.

@@ -41,10 +41,19 @@ inline std::string exception_message(std::exception_ptr e) {
 
 template <class R>
 void send_result(connection& c, std::uint64_t call_id, const R* r) {
-  wire::frame_buffer f;
-  if constexpr (!std::is_void_v<R>) wire::serialize_into(f, *r);
-  f.seal({.type = wire::kind::reply, .call_id = call_id});
-  c.send(std::move(f));
+  const wire::frame_header h{.type = wire::kind::reply, .call_id = call_id};
+  if constexpr (std::is_void_v<R>) {
+    auto f = wire::make_small_frame();
+    c.send_reply(f.span(), h);
+  } else if constexpr (wire::small_frame_values<R>) {
+    auto f = wire::make_small_frame(*r);
+    c.send_reply(f.span(), h);
+  } else {
+    wire::frame_buffer f;
+    wire::serialize_into(f, *r);
+    f.seal(h);
+    c.send(std::move(f));
+  }
 }
 
 template <auto M, class S, class Args, class R>

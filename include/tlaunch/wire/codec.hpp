@@ -263,6 +263,30 @@ void serialize_into(frame_buffer& b, const T&... values) {
   }
 }
 
+// A frame whose payload is a few plain numbers (or nothing), built on the
+// stack: the header's room first, then the numbers as serialize_into writes
+// them. Connections copy it straight into their write queue, so a small call
+// or reply costs no buffer of its own.
+template <std::size_t N>
+struct small_frame {
+  static constexpr std::size_t payload_size = N;
+  char bytes[header_size + N];
+  std::span<char> span() { return {bytes, sizeof bytes}; }
+};
+
+// Whether make_small_frame takes these values.
+template <class... T>
+inline constexpr bool small_frame_values = sizeof...(T) == 0 || detail::all_plain_numbers<T...>;
+
+template <class... T>
+  requires small_frame_values<T...>
+small_frame<(std::size_t{0} + ... + sizeof(T))> make_small_frame(const T&... values) {
+  small_frame<(std::size_t{0} + ... + sizeof(T))> f;
+  [[maybe_unused]] std::size_t at = header_size;
+  ((std::memcpy(f.bytes + at, &values, sizeof(T)), at += sizeof(T)), ...);
+  return f;
+}
+
 // Throws cereal::Exception on a payload that does not hold the expected values,
 // and std::runtime_error when bytes are left over.
 template <class... T>

@@ -195,7 +195,8 @@ class batch_group {
   static constexpr std::size_t first_size = 1024, block_size = 4096;
 
   void* allocate(std::size_t n, std::size_t align) {
-    if (void* p = bump(first_, first_size, first_used_, n, align)) return p;
+    if (extra_ == nullptr)  // once the first block is full, jobs go to the newest block
+      if (void* p = bump(first_, first_size, first_used_, n, align)) return p;
     if (extra_)
       if (void* p = bump(reinterpret_cast<std::byte*>(extra_ + 1), extra_->size, extra_used_, n,
                          align))

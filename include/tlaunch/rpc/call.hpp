@@ -366,10 +366,10 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using R = typename traits::result;
   call_target target{&rt, flat, tlaunch::detail::member_name_v<M>};
-  asio::any_io_executor fallback = rt.io.get_executor();
   instance* inst = direct ? direct : rt.local(flat);
 
   if (inst) {  // same process: straight onto the target's strand, no serialization
+    asio::any_io_executor fallback = rt.io.get_executor();
     auto slot = asio::get_associated_cancellation_slot(handler);
     // On the process's only io thread, a plain method without a deadline runs
     // at once when its strand is idle (it cannot be interrupted, and nothing
@@ -418,7 +418,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   std::shared_ptr<connection> held;
   connection* conn = rt.connection_for(flat, why, held);
   if (!conn) {
-    complete_on_executor<R>(std::forward<Handler>(handler), fallback,
+    complete_on_executor<R>(std::forward<Handler>(handler), rt.io.get_executor(),
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});
     return;
   }
@@ -448,7 +448,8 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   auto slot = asio::get_associated_cancellation_slot(handler);
   using pending_t = remote_call<R, std::decay_t<Handler>>;
   auto p = std::allocate_shared<pending_t>(tlaunch::detail::pool_allocator<pending_t>{},
-                                           std::forward<Handler>(handler), target, fallback);
+                                           std::forward<Handler>(handler), target,
+                                           rt.io.get_executor());
   std::shared_ptr<asio::steady_timer> timer;
   if (opt.timeout.count() > 0) {
     timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);

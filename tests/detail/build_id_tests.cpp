@@ -61,15 +61,17 @@ void put(std::vector<unsigned char>& f, std::size_t at, const T& v) {
 // One ELF note: name "GNU", padded to `align`.
 std::vector<unsigned char> note(std::uint32_t type, std::vector<unsigned char> desc,
                                 std::size_t align) {
-  std::vector<unsigned char> n(12);
+  // Sized, then written (gcc 12 at -O2 misreads an insert after the header as
+  // writing out of bounds).
+  auto padded = [align](std::size_t k) { return (k + align - 1) / align * align; };
   std::uint32_t namesz = 4, descsz = static_cast<std::uint32_t>(desc.size());
+  const std::size_t desc_at = padded(16);
+  std::vector<unsigned char> n(padded(desc_at + desc.size()), 0);
   std::memcpy(n.data(), &namesz, 4);
   std::memcpy(n.data() + 4, &descsz, 4);
   std::memcpy(n.data() + 8, &type, 4);
-  n.insert(n.end(), {'G', 'N', 'U', 0});
-  while (n.size() % align) n.push_back(0);
-  n.insert(n.end(), desc.begin(), desc.end());
-  while (n.size() % align) n.push_back(0);
+  std::memcpy(n.data() + 12, "GNU", 4);
+  if (!desc.empty()) std::memcpy(n.data() + desc_at, desc.data(), desc.size());
   return n;
 }
 

@@ -43,6 +43,13 @@ TEST_SUITE("bench") {
     CHECK(h.find(std::string(20, '#')) != std::string::npos);
     // 1 us to 64 us is six octaves of four buckets: 25 lines.
     CHECK(std::count(h.begin(), h.end(), '\n') == 25);
+    auto buckets = log_histogram(v);
+    REQUIRE(buckets.size() == 25);
+    CHECK(buckets.front().count == 90);
+    CHECK(buckets.back().count == 10);
+    CHECK(buckets.front().from_ns <= 1000);
+    CHECK(buckets.back().from_ns <= 64000);
+    CHECK(buckets.back().from_ns > 64000 / std::exp2(0.25));
   }
 
   TEST_CASE("the table shows the ratio to the baseline and whether the target is met") {
@@ -69,6 +76,9 @@ TEST_SUITE("bench") {
     CHECK(j.find("\"p50_ns\":10") != std::string::npos);
     CHECK(j.find("\"scenario\":\"a\\\"b\"") != std::string::npos);
     CHECK(j.find("\"ratio\":2") != std::string::npos);
+    auto with = to_json({}, {}, {}, {{"tlaunch_sequential", {{1024, 3}, {1218, 1}}}});
+    CHECK(with.find("\"histograms\":{\"tlaunch_sequential\":[{\"from_ns\":1024,\"count\":3},"
+                    "{\"from_ns\":1218,\"count\":1}]}") != std::string::npos);
   }
 
   TEST_CASE("the baseline echoes every message back, one at a time and pipelined") {

@@ -469,7 +469,12 @@ class Driver {
           {"tlaunch_pipelined", pt},   {"baseline_bulk", bb},      {"tlaunch_bulk", bt},
           {"colocated_sequential", lt}};
       if (grpc_seq) results.emplace_back("grpc_sequential", *grpc_seq);
-      std::fputs(bench::to_json(config, results, rows).c_str(), stdout);
+      // Sequential latency histograms (benchmarks/plot_histogram.py draws them).
+      std::vector<bench::named_histogram> histograms = {
+          {"baseline_sequential", bench::log_histogram(seq_b.samples())},
+          {"tlaunch_sequential", bench::log_histogram(seq_t.samples())}};
+      if (grpc_seq) histograms.emplace_back("grpc_sequential", bench::log_histogram(grpc_rec.samples()));
+      std::fputs(bench::to_json(config, results, rows, histograms).c_str(), stdout);
     } else {
       std::printf("\n%s", bench::format_table(rows).c_str());
       std::printf("(ratio = tlaunch / baseline; baseline = plain Asio echo of the same bytes%s;\n"

@@ -88,27 +88,38 @@ inline std::string format_ns(double ns) {
 }
 
 // A log-scale histogram: four buckets per power of two, empty ends trimmed.
-inline std::string text_histogram(const std::vector<std::uint64_t>& samples, int width = 50) {
-  if (samples.empty()) return "  (no samples)\n";
+// Bucket i holds the samples in [from_ns, next bucket's from_ns).
+struct histogram_bucket {
+  double from_ns;
+  std::size_t count;
+};
+inline std::vector<histogram_bucket> log_histogram(const std::vector<std::uint64_t>& samples) {
+  std::vector<histogram_bucket> out;
+  if (samples.empty()) return out;
   constexpr int per_octave = 4;
   auto bucket_of = [](std::uint64_t ns) {
     return static_cast<int>(std::floor(std::log2(double(std::max<std::uint64_t>(ns, 1))) * per_octave));
   };
   auto [lo_it, hi_it] = std::minmax_element(samples.begin(), samples.end());
   int lo = bucket_of(*lo_it), hi = bucket_of(*hi_it);
-  std::vector<std::size_t> counts(static_cast<std::size_t>(hi - lo + 1), 0);
-  for (auto v : samples) ++counts[static_cast<std::size_t>(bucket_of(v) - lo)];
-  std::size_t peak = *std::max_element(counts.begin(), counts.end());
+  for (int b = lo; b <= hi; ++b) out.push_back({std::exp2(double(b) / per_octave), 0});
+  for (auto v : samples) ++out[static_cast<std::size_t>(bucket_of(v) - lo)].count;
+  return out;
+}
+
+inline std::string text_histogram(const std::vector<std::uint64_t>& samples, int width = 50) {
+  if (samples.empty()) return "  (no samples)\n";
+  auto buckets = log_histogram(samples);
+  std::size_t peak = 0;
+  for (const auto& b : buckets) peak = std::max(peak, b.count);
   std::string out;
   char line[160];
-  for (int b = lo; b <= hi; ++b) {
-    std::size_t c = counts[static_cast<std::size_t>(b - lo)];
-    double from = std::exp2(double(b) / per_octave);
-    int bar = static_cast<int>(std::lround(double(c) * width / double(peak)));
-    if (c > 0 && bar == 0) bar = 1;  // a rare outlier still shows
-    std::snprintf(line, sizeof line, "  >= %10s |%-*s %zu (%.2f%%)\n", format_ns(from).c_str(), width,
-                  std::string(static_cast<std::size_t>(bar), '#').c_str(), c,
-                  100.0 * double(c) / double(samples.size()));
+  for (const auto& b : buckets) {
+    int bar = static_cast<int>(std::lround(double(b.count) * width / double(peak)));
+    if (b.count > 0 && bar == 0) bar = 1;  // a rare outlier still shows
+    std::snprintf(line, sizeof line, "  >= %10s |%-*s %zu (%.2f%%)\n", format_ns(b.from_ns).c_str(),
+                  width, std::string(static_cast<std::size_t>(bar), '#').c_str(), b.count,
+                  100.0 * double(b.count) / double(samples.size()));
     out += line;
   }
   return out;
@@ -243,14 +254,25 @@ inline std::string to_json(const comparison& c) {
   return o + "}";
 }
 
+// [{"from_ns":..,"count":..},...]
+inline std::string to_json(const std::vector<histogram_bucket>& h) {
+  std::string o = "[";
+  for (std::size_t i = 0; i < h.size(); ++i)
+    o += std::string(i ? "," : "") + "{\"from_ns\":" + json_number(h[i].from_ns) +
+         ",\"count\":" + std::to_string(h[i].count) + "}";
+  return o + "]";
+}
+
 // A named summary, e.g. {"tlaunch sequential", summary}.
 using named_summary = std::pair<std::string, summary>;
+using named_histogram = std::pair<std::string, std::vector<histogram_bucket>>;
 
-// The whole report: {"config":{...},"results":{name:summary,...},"comparisons":[...]}.
-// config holds already-formatted JSON values.
+// The whole report: {"config":{...},"results":{name:summary,...},"comparisons":[...],
+// "histograms":{name:[bucket,...],...}}. config holds already-formatted JSON values.
 inline std::string to_json(const std::vector<std::pair<std::string, std::string>>& config,
                            const std::vector<named_summary>& results,
-                           const std::vector<comparison>& rows) {
+                           const std::vector<comparison>& rows,
+                           const std::vector<named_histogram>& histograms = {}) {
   std::string o = "{\"config\":{";
   for (std::size_t i = 0; i < config.size(); ++i)
     o += (i ? "," : "") + json_string(config[i].first) + ":" + config[i].second;
@@ -259,7 +281,10 @@ inline std::string to_json(const std::vector<std::pair<std::string, std::string>
     o += (i ? "," : "") + json_string(results[i].first) + ":" + to_json(results[i].second);
   o += "},\"comparisons\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) o += (i ? "," : "") + to_json(rows[i]);
-  return o + "]}\n";
+  o += "],\"histograms\":{";
+  for (std::size_t i = 0; i < histograms.size(); ++i)
+    o += (i ? "," : "") + json_string(histograms[i].first) + ":" + to_json(histograms[i].second);
+  return o + "}}\n";
 }
 
 }  // namespace tlaunch::bench

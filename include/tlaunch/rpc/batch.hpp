@@ -106,6 +106,7 @@ class deferred_writes {
       staged_[i].key = nullptr;
       staged_[i].flush(who, bytes);
       bytes.clear();
+      if (bytes.capacity() > 64 * 1024) bytes.shrink_to_fit();  // a rare huge batch
       staged_[i].bytes.swap(bytes);  // keeps the capacity for the next scope
     }
     staged_used_ = 0;

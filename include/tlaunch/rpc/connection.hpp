@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../detail/buffer_pool.hpp"
+#include "../detail/fast_mutex.hpp"
 #include "../detail/id_map.hpp"
 #include "../detail/io_thread.hpp"
 #include "../detail/secret.hpp"
@@ -402,7 +403,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // io thread the write is posted, so every frame queued by the running handler
   // (a burst of async calls, the replies of one read) goes out in one write;
   // from any other thread it is written at once.
-  void kick_locked(std::unique_lock<std::mutex>& lk) {
+  void kick_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk) {
     if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) return;
     if (side_ == side::connector && !connected_) return;
     writing_ = true;
@@ -841,7 +842,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   std::string peer_name_locked() const { return peer_name_.empty() ? peer_address_ : peer_name_; }
 
-  void close_locked(std::unique_lock<std::mutex>& lk, const std::string& reason) {
+  void close_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk, const std::string& reason) {
     if (closed_) {
       finish_close_locked(lk);
       return;
@@ -861,7 +862,7 @@ class connection : public std::enable_shared_from_this<connection> {
     lk.lock();
   }
 
-  void finish_close_locked(std::unique_lock<std::mutex>&) {
+  void finish_close_locked(std::unique_lock<tlaunch::detail::fast_mutex>&) {
     if (!closed_ || reading_ || writing_ || socket_closed_) return;
     socket_closed_ = true;
     std::error_code ec;
@@ -876,7 +877,7 @@ class connection : public std::enable_shared_from_this<connection> {
   connection_sink* sink_;
   std::string peer_address_;
 
-  mutable std::mutex mu_;
+  mutable tlaunch::detail::fast_mutex mu_;
   bool closed_ = false, ready_ = false, writing_ = false, reading_ = false;
   bool connected_ = false, socket_closed_ = false;
   std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock

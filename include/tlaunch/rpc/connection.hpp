@@ -180,12 +180,6 @@ class connection : public std::enable_shared_from_this<connection> {
     kick_locked(lk);
   }
 
-  // Queues a frame built on the stack (see start_call); dropped if closed.
-  void send(std::span<char> frame, wire::frame_header h) {
-    seal_small(frame, h);
-    send_bytes(frame);
-  }
-
   // A reply built on the stack. While a batch of work runs on this thread
   // (deferred_writes::scope), its replies to this connection are gathered and
   // queued together when it ends, under one lock; replies may leave in any
@@ -795,14 +789,10 @@ class connection : public std::enable_shared_from_this<connection> {
         sink_->on_call(shared_from_this(), h, payload);
         return true;
       case wire::kind::reply:
-      case wire::kind::error_reply: {
-        std::optional<std::shared_ptr<pending_call>> p;
-        {
-          std::lock_guard lk(mu_);
-          p = pending_.take(h.call_id);
-        }
-        if (!p) return true;  // abandoned (deadline, cancel)
-        (*p)->complete(h, payload);
+      case wire::kind::error_reply: {  // a large one: the others come in runs
+        reply_run one;
+        one.frames[one.count++] = {h, payload};
+        complete_replies(one);
         return true;
       }
       case wire::kind::cancel: {

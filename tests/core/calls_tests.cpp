@@ -421,6 +421,28 @@ TEST_SUITE("calls") {
     }
   }
 
+  TEST_CASE("an error reply is reported by its code: a deadline the callee saw is a timeout") {
+    // The callee runs the caller's deadline too; when its timer fires first, its
+    // reply must read as tlaunch::timeout, as if the caller's own timer had fired.
+    tlaunch::detail::runtime* none = nullptr;
+    const tlaunch::rpc::call_target target{none, 0, "Account::sleep_ms"};
+    auto outcome = [&](tlaunch::wire::error_code code) {
+      tlaunch::wire::frame_buffer f;
+      tlaunch::wire::encode_error(f, code, "deadline exceeded: Operation aborted.");
+      auto payload = f.bytes().subspan(tlaunch::wire::header_size);
+      const tlaunch::wire::frame_header h{.type = tlaunch::wire::kind::error_reply, .call_id = 7};
+      auto [e, r] = tlaunch::rpc::decode_reply<int>(target, h, payload);
+      REQUIRE(e);
+      return e;
+    };
+    CHECK_THROWS_AS(std::rethrow_exception(outcome(tlaunch::wire::error_code::deadline_exceeded)),
+                    tlaunch::timeout);
+    CHECK_THROWS_AS(std::rethrow_exception(outcome(tlaunch::wire::error_code::remote_exception)),
+                    tlaunch::remote_error);
+    CHECK_THROWS_AS(std::rethrow_exception(outcome(tlaunch::wire::error_code::no_such_method)),
+                    tlaunch::unavailable);
+  }
+
   TEST_CASE("Asio cancellation cancels a call in flight, and the method") {
    for (bool wire : {false, true}) {
     CAPTURE(wire);

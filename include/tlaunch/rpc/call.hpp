@@ -74,6 +74,9 @@ std::pair<std::exception_ptr, result_holder<R>> decode_reply(const call_target& 
   auto [code, msg] = wire::decode_error(payload);
   if (code == wire::error_code::remote_exception)
     return {tlaunch::detail::make_error<remote_error>(target.site(), msg), {}};
+  // The callee noticed the deadline before the caller's own timer did.
+  if (code == wire::error_code::deadline_exceeded)
+    return {tlaunch::detail::make_error<timeout>(target.site()), {}};
   return {tlaunch::detail::make_error<unavailable>(target.site(), msg), {}};
 }
 

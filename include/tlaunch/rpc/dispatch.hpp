@@ -39,6 +39,16 @@ inline std::string exception_message(std::exception_ptr e) {
   }
 }
 
+// A coroutine method failed; past the caller's deadline that is a timeout.
+inline void reply_failure(connection& c, std::uint64_t call_id, std::exception_ptr e,
+                          bool deadline_passed) {
+  if (deadline_passed)
+    reply_error(c, call_id, wire::error_code::deadline_exceeded,
+                "deadline exceeded: " + exception_message(e));
+  else
+    reply_error(c, call_id, wire::error_code::remote_exception, exception_message(e));
+}
+
 template <class R>
 void send_result(connection& c, std::uint64_t call_id, const R* r) {
   const wire::frame_header h{.type = wire::kind::reply, .call_id = call_id};
@@ -113,9 +123,15 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
         if (!ec) sig->emit(asio::cancellation_type::terminal);
       });
     }
+    // Returns whether the caller's deadline has passed: a method that fails
+    // then (most often because the deadline cancelled it) replies
+    // deadline_exceeded, which the caller reports as tlaunch::timeout, the
+    // same as when its own timer fires first.
     auto finished = [conn, id, sig, deadline] {
       conn->unregister_running(id);
-      if (deadline) deadline->cancel();
+      if (!deadline) return false;
+      deadline->cancel();
+      return deadline->expiry() <= asio::steady_timer::clock_type::now();
     };
     // Started in order with the plain calls of the same read, on the strand.
     post_batched(inst.strand, [strand = inst.strand, body = std::move(body), sig, conn, id,
@@ -124,10 +140,9 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
         asio::co_spawn(
             strand, std::move(body),
             asio::bind_cancellation_slot(sig->slot(), [conn, id, finished](std::exception_ptr e) {
-              finished();
+              bool expired = finished();
               if (e)
-                reply_error(*conn, id, wire::error_code::remote_exception,
-                            detail::exception_message(e));
+                detail::reply_failure(*conn, id, e, expired);
               else
                 detail::send_result<void>(*conn, id, nullptr);
             }));
@@ -135,10 +150,9 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
         asio::co_spawn(strand, std::move(body),
                        asio::bind_cancellation_slot(
                            sig->slot(), [conn, id, finished](std::exception_ptr e, R r) {
-                             finished();
+                             bool expired = finished();
                              if (e)
-                               reply_error(*conn, id, wire::error_code::remote_exception,
-                                           detail::exception_message(e));
+                               detail::reply_failure(*conn, id, e, expired);
                              else
                                detail::send_result<R>(*conn, id, &r);
                            }));

@@ -44,6 +44,7 @@ enum class error_code : std::uint8_t {
   no_such_node = 3,
   bad_arguments = 4,  // payload did not deserialize
   stopping = 5,       // the node is stopping
+  deadline_exceeded = 6,  // the caller's deadline passed while the method ran
 };
 
 struct frame_header {

@@ -1,3 +1,4 @@
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
@@ -8,10 +9,12 @@
 #include <tlaunch/detail/id_map.hpp>
 
 using tlaunch::detail::id_map;
+using tlaunch::detail::seq_id_map;
 
 TEST_SUITE("id_map") {
-  TEST_CASE("insert, take and contains on a handful of ids") {
-    id_map<std::string> m;
+  TEST_CASE_TEMPLATE("insert, take and contains on a handful of ids", M, id_map<std::string>,
+                     seq_id_map<std::string>) {
+    M m;
     CHECK(m.empty());
     m.insert(1, "one");
     m.insert(2, "two");
@@ -28,11 +31,13 @@ TEST_SUITE("id_map") {
     CHECK(m.empty());
   }
 
-  TEST_CASE("agrees with std::unordered_map over random inserts and removals") {
+  TEST_CASE_TEMPLATE("agrees with std::unordered_map over random inserts and removals", M,
+                     id_map<std::uint64_t>, seq_id_map<std::uint64_t>) {
     // Small table, ids clustered like call ids and scattered: collisions, wrap-around
-    // runs and backward shifts all happen.
+    // runs and backward shifts all happen (for seq_id_map: ring slots taken by
+    // older ids, the spill map, and growth of the ring).
     std::mt19937_64 rng(12345);
-    id_map<std::uint64_t> m(8);
+    M m(8);
     std::unordered_map<std::uint64_t, std::uint64_t> ref;
     std::uint64_t next = 1;
     for (int step = 0; step < 200000; ++step) {
@@ -68,8 +73,9 @@ TEST_SUITE("id_map") {
     CHECK(seen == ref.size());
   }
 
-  TEST_CASE("drain hands over every value and empties the map") {
-    id_map<std::shared_ptr<int>> m;
+  TEST_CASE_TEMPLATE("drain hands over every value and empties the map", M,
+                     id_map<std::shared_ptr<int>>, seq_id_map<std::shared_ptr<int>>) {
+    M m;
     for (int i = 1; i <= 1000; ++i) m.insert(static_cast<std::uint64_t>(i), std::make_shared<int>(i));
     auto all = m.drain();
     CHECK(all.size() == 1000);
@@ -80,5 +86,55 @@ TEST_SUITE("id_map") {
     CHECK_FALSE(m.contains(5));
     m.insert(5, std::make_shared<int>(5));
     CHECK(m.size() == 1);
+  }
+
+  TEST_CASE("seq_id_map: consecutive ids stay in the ring; long-lived ones spill, then it grows") {
+    seq_id_map<std::uint64_t> m(16, 64);
+    CHECK(m.ring_size() == 16);
+    // A window of 16 consecutive ids in flight, completed oldest first, many times over.
+    std::uint64_t next = 1;
+    for (; next <= 16; ++next) m.insert(next, next);
+    for (int i = 0; i < 1000; ++i, ++next) {
+      auto v = m.take(next - 16);
+      REQUIRE(v);
+      CHECK(*v == next - 16);
+      m.insert(next, next);
+    }
+    CHECK(m.size() == 16);
+    CHECK(m.ring_size() == 16);  // never spilled
+    // One call that never completes (its slot keeps an old id): later ids that
+    // land on that slot spill, and everything is still found.
+    REQUIRE(m.take(next - 16));
+    std::deque<std::uint64_t> window;
+    for (std::uint64_t id = next - 15; id < next; ++id) window.push_back(id);
+    const std::uint64_t stuck = next;
+    m.insert(next++, 424242);
+    for (int i = 0; i < 200; ++i, ++next) {
+      auto v = m.take(window.front());
+      REQUIRE(v);
+      CHECK(*v == window.front());
+      window.pop_front();
+      m.insert(next, next);
+      window.push_back(next);
+    }
+    CHECK(m.size() == 16);
+    CHECK(m.contains(stuck));
+    CHECK(*m.take(stuck) == 424242);
+    CHECK_FALSE(m.contains(stuck));
+    // More in flight than the ring holds: it grows up to its limit and keeps every value.
+    std::vector<std::uint64_t> ids;
+    for (int i = 0; i < 300; ++i, ++next) {
+      m.insert(next, next * 2);
+      ids.push_back(next);
+    }
+    CHECK(m.ring_size() == 64);
+    for (auto id : ids) {
+      auto v = m.take(id);
+      REQUIRE(v);
+      CHECK(*v == id * 2);
+    }
+    CHECK(m.size() == 15);
+    for (auto id : window) CHECK(*m.take(id) == id);
+    CHECK(m.empty());
   }
 }

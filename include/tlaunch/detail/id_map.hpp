@@ -116,4 +116,115 @@ class id_map {
   unsigned shift_ = 64;
 };
 
+// For ids handed out in increasing order, most of them short-lived (a
+// connection's call ids): a direct-mapped ring indexed by the id's low bits,
+// so a call in a window of consecutive ids is found without hashing or
+// probing. An id whose ring slot still holds an older id (a call that takes
+// long) goes to an id_map beside it. The ring doubles, up to a limit, when
+// that map holds more than a quarter of the ring's size.
+template <class T>
+class seq_id_map {
+ public:
+  explicit seq_id_map(std::size_t ring = 256, std::size_t max_ring = 1u << 16)
+      : max_ring_(max_ring) {
+    std::size_t c = 8;
+    while (c < ring) c *= 2;
+    ring_.resize(c);
+  }
+
+  std::size_t size() const noexcept { return in_ring_ + spill_.size(); }
+  bool empty() const noexcept { return size() == 0; }
+
+  // Inserts or replaces the value of id (id != 0).
+  void insert(std::uint64_t id, T value) {
+    slot& s = ring_[id & (ring_.size() - 1)];
+    if (s.id == id) {
+      s.value = std::move(value);
+      return;
+    }
+    if (s.id == 0 && (spill_.empty() || !spill_.contains(id))) {
+      s.id = id;
+      s.value = std::move(value);
+      ++in_ring_;
+      return;
+    }
+    spill_.insert(id, std::move(value));
+    if (spill_.size() * 4 > ring_.size() && ring_.size() < max_ring_) grow();
+  }
+
+  bool contains(std::uint64_t id) const {
+    return ring_[id & (ring_.size() - 1)].id == id || (!spill_.empty() && spill_.contains(id));
+  }
+
+  // Removes id and returns its value, if it was there.
+  std::optional<T> take(std::uint64_t id) {
+    slot& s = ring_[id & (ring_.size() - 1)];
+    if (s.id == id) {
+      std::optional<T> out(std::move(s.value));
+      s.value = T{};
+      s.id = 0;
+      --in_ring_;
+      return out;
+    }
+    if (spill_.empty()) return std::nullopt;
+    return spill_.take(id);
+  }
+
+  // Calls f(id, value&) for every entry.
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& s : ring_)
+      if (s.id != 0) f(s.id, s.value);
+    spill_.for_each(f);
+  }
+
+  // Removes every entry, handing the values to the caller.
+  std::vector<T> drain() {
+    std::vector<T> out = spill_.drain();
+    for (auto& s : ring_)
+      if (s.id != 0) {
+        out.push_back(std::move(s.value));
+        s = slot{};
+      }
+    in_ring_ = 0;
+    return out;
+  }
+
+  std::size_t ring_size() const noexcept { return ring_.size(); }
+
+ private:
+  struct slot {
+    std::uint64_t id = 0;
+    T value{};
+  };
+
+  void grow() {
+    std::vector<slot> old = std::move(ring_);
+    ring_.clear();
+    ring_.resize(old.size() * 2);
+    std::vector<std::pair<std::uint64_t, T>> moved;
+    moved.reserve(in_ring_ + spill_.size());
+    for (auto& s : old)
+      if (s.id != 0) moved.emplace_back(s.id, std::move(s.value));
+    spill_.for_each([&](std::uint64_t id, T& v) { moved.emplace_back(id, std::move(v)); });
+    spill_.drain();
+    in_ring_ = 0;
+    for (auto& [id, v] : moved) {
+      slot& s = ring_[id & (ring_.size() - 1)];
+      if (s.id == 0) {
+        s.id = id;
+        s.value = std::move(v);
+        ++in_ring_;
+      } else {
+        spill_.insert(id, std::move(v));
+      }
+    }
+  }
+
+  std::vector<slot> ring_;
+  std::size_t in_ring_ = 0;
+  std::size_t max_ring_;
+  id_map<T> spill_{16};
+};
+
 }  // namespace tlaunch::detail

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <span>
@@ -53,18 +55,19 @@ class deferred_writes {
   using flush_fn = void (*)(const std::shared_ptr<void>&, std::span<const char>);
   template <class Owner>
   static bool stage(const void* key, Owner&& owner, flush_fn flush, std::span<const char> bytes) {
-    if (!current_) return false;
-    auto& st = staged_;
-    std::size_t i = 0;
-    while (i < staged_used_ && st[i].key != key) ++i;
-    if (i == staged_used_) {
-      if (i == st.size()) st.emplace_back();
-      st[i].key = key;
-      st[i].who = owner();
-      st[i].flush = flush;
-      ++staged_used_;
+    staging* st = staging_;
+    if (!st) return false;
+    // Mostly one owner per batch (the connection the read came from).
+    staged* e = st->used > 0 && st->entries[st->used - 1].key == key ? &st->entries[st->used - 1]
+                                                                      : find(*st, key);
+    if (!e) {
+      if (st->used == st->entries.size()) st->entries.emplace_back();
+      e = &st->entries[st->used++];
+      e->key = key;
+      e->who = owner();
+      e->flush = flush;
     }
-    st[i].bytes.insert(st[i].bytes.end(), bytes.begin(), bytes.end());
+    e->bytes.append(bytes);
     return true;
   }
 
@@ -72,14 +75,18 @@ class deferred_writes {
   class scope {
    public:
     scope() : owner_(current_ == nullptr) {
-      if (owner_) current_ = &items_;
+      if (owner_) {
+        current_ = &items_;
+        staging_ = &thread_staging();
+      }
     }
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
     ~scope() {
       if (!owner_) return;
-      flush_staged();  // may defer writes, so the scope is still open
+      flush_staged(*staging_);  // may defer writes, so the scope is still open
       current_ = nullptr;
+      staging_ = nullptr;
       for (auto& [who, fn] : items_) fn(who);
     }
 
@@ -89,32 +96,90 @@ class deferred_writes {
   };
 
  private:
+  // Bytes appended in place; the capacity is kept from scope to scope.
+  class byte_run {
+   public:
+    byte_run() = default;
+    byte_run(const byte_run&) = delete;
+    byte_run& operator=(const byte_run&) = delete;
+    byte_run(byte_run&& o) noexcept
+        : data_(std::exchange(o.data_, nullptr)),
+          size_(std::exchange(o.size_, 0)),
+          cap_(std::exchange(o.cap_, 0)) {}
+    ~byte_run() { std::free(data_); }
+    void swap(byte_run& o) noexcept {
+      std::swap(data_, o.data_);
+      std::swap(size_, o.size_);
+      std::swap(cap_, o.cap_);
+    }
+    void append(std::span<const char> b) {
+      if (cap_ - size_ < b.size()) grow(size_ + b.size());
+      std::memcpy(data_ + size_, b.data(), b.size());
+      size_ += b.size();
+    }
+    std::span<const char> view() const { return {data_, size_}; }
+    // Empties it; a rare huge batch gives its memory back.
+    void reset() {
+      size_ = 0;
+      if (cap_ > 64 * 1024) {
+        std::free(std::exchange(data_, nullptr));
+        cap_ = 0;
+      }
+    }
+
+   private:
+    void grow(std::size_t need) {
+      std::size_t c = std::max<std::size_t>({need, cap_ * 2, 1024});
+      char* d = static_cast<char*>(std::realloc(data_, c));
+      if (!d) throw std::bad_alloc();
+      data_ = d;
+      cap_ = c;
+    }
+    char* data_ = nullptr;
+    std::size_t size_ = 0, cap_ = 0;
+  };
+
   struct staged {
     const void* key = nullptr;
     std::shared_ptr<void> who;
     flush_fn flush = nullptr;
-    std::vector<char> bytes;  // cleared, not freed: reused by the next scope
+    byte_run bytes;  // emptied, not freed: reused by the next scope
+  };
+  struct staging {
+    std::vector<staged> entries;
+    std::size_t used = 0;
   };
 
-  static void flush_staged() {
+  static staged* find(staging& st, const void* key) {
+    for (std::size_t i = 0; i < st.used; ++i)
+      if (st.entries[i].key == key) return &st.entries[i];
+    return nullptr;
+  }
+
+  static void flush_staged(staging& st) {
     // An entry's key is cleared before its flush runs, so bytes staged by a
     // flush start an entry of their own, which this loop reaches too.
-    for (std::size_t i = 0; i < staged_used_; ++i) {
-      std::vector<char> bytes;
-      bytes.swap(staged_[i].bytes);
-      std::shared_ptr<void> who = std::move(staged_[i].who);
-      staged_[i].key = nullptr;
-      staged_[i].flush(who, bytes);
-      bytes.clear();
-      if (bytes.capacity() > 64 * 1024) bytes.shrink_to_fit();  // a rare huge batch
-      staged_[i].bytes.swap(bytes);  // keeps the capacity for the next scope
+    for (std::size_t i = 0; i < st.used; ++i) {
+      byte_run bytes;
+      bytes.swap(st.entries[i].bytes);
+      std::shared_ptr<void> who = std::move(st.entries[i].who);
+      st.entries[i].key = nullptr;
+      st.entries[i].flush(who, bytes.view());
+      bytes.reset();
+      st.entries[i].bytes.swap(bytes);  // keeps the capacity for the next scope
     }
-    staged_used_ = 0;
+    st.used = 0;
+  }
+
+  // The thread's staging area, reached through a plain pointer while a scope
+  // is open (a thread_local with a constructor costs a guard check per use).
+  static staging& thread_staging() {
+    thread_local staging s;
+    return s;
   }
 
   static inline thread_local std::vector<item>* current_ = nullptr;
-  static inline thread_local std::vector<staged> staged_;
-  static inline thread_local std::size_t staged_used_ = 0;
+  static inline thread_local staging* staging_ = nullptr;
 };
 
 namespace detail {

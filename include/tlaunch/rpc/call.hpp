@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,15 @@ std::pair<std::exception_ptr, result_holder<R>> decode_reply(const call_target& 
                                                              std::span<const char> payload) {
   result_holder<R> r{};
   if (h.type == wire::kind::reply) {
+    // A plain number or nothing, as make_small_frame wrote it: read in place.
+    if constexpr (std::is_void_v<R>) {
+      if (payload.empty()) return {nullptr, r};
+    } else if constexpr (wire::small_frame_values<R>) {
+      if (payload.size() == sizeof(R)) {
+        std::memcpy(&r, payload.data(), sizeof(R));
+        return {nullptr, r};
+      }
+    }
     try {
       if constexpr (std::is_void_v<R>)
         wire::deserialize_from(payload);
@@ -91,8 +101,9 @@ struct future_state;
 template <class R>
 struct future_waiter {
   virtual ~future_waiter() = default;
-  // Posts the handler to its executor with the state's result.
-  virtual void fire(const std::shared_ptr<future_state<R>>& s) = 0;
+  // Posts the handler to its executor with the result, which it takes along:
+  // the state may be gone by the time the handler runs.
+  virtual void fire(std::exception_ptr e, rpc::result_holder<R>&& v) = 0;
 };
 
 // What a tlaunch::future shares with its call. For a remote call without a
@@ -102,8 +113,10 @@ struct future_waiter {
 // Lock-free: the result is written before `state` gains `done` (release) and
 // read after it is seen (acquire). A waiter is installed before `state` gains
 // `waiting`, so whichever of set() and async_wait() comes second fires it.
+// No enable_shared_from_this: its weak count would cost two more atomic
+// operations per call, and the waiter takes the result along instead.
 template <class R>
-struct future_state final : rpc::pending_call, std::enable_shared_from_this<future_state<R>> {
+struct future_state final : rpc::pending_call {
   static constexpr int waiting = 1;  // an async_wait() waiter is installed
   static constexpr int blocked = 2;  // a get() sleeps on `state`
   static constexpr int done = 4;     // error/value are set
@@ -122,7 +135,9 @@ struct future_state final : rpc::pending_call, std::enable_shared_from_this<futu
     value = std::move(v);
     int prev = state.exchange(done, std::memory_order_acq_rel);
     if (prev & blocked) state.notify_all();
-    if (prev & waiting) std::exchange(waiter, nullptr)->fire(this->shared_from_this());
+    // The waiter is the result's only reader (one per future).
+    if (prev & waiting)
+      std::exchange(waiter, nullptr)->fire(std::exchange(error, nullptr), std::move(value));
   }
 
   // Installs the waiter, or fires it at once when the result is there.
@@ -136,7 +151,7 @@ struct future_state final : rpc::pending_call, std::enable_shared_from_this<futu
         return;  // set() fires it
       w = std::move(waiter);  // set() came first (seen now has done)
     }
-    w->fire(this->shared_from_this());
+    w->fire(std::exchange(error, nullptr), std::move(value));
   }
 
   // Blocks the calling thread until set().
@@ -166,13 +181,13 @@ struct future_state final : rpc::pending_call, std::enable_shared_from_this<futu
 template <class R, class Handler>
 struct future_waiter_for final : future_waiter<R> {
   explicit future_waiter_for(Handler&& h) : handler(std::move(h)) {}
-  void fire(const std::shared_ptr<future_state<R>>& s) override {
+  void fire(std::exception_ptr e, rpc::result_holder<R>&& v) override {
     auto ex = asio::get_associated_executor(handler);
-    auto job = [s, h = std::move(handler)]() mutable {
+    auto job = [e = std::move(e), v = std::move(v), h = std::move(handler)]() mutable {
       if constexpr (std::is_void_v<R>)
-        std::move(h)(std::exchange(s->error, nullptr));
+        std::move(h)(std::move(e));
       else
-        std::move(h)(std::exchange(s->error, nullptr), std::move(s->value));
+        std::move(h)(std::move(e), std::move(v));
     };
     if constexpr (std::is_same_v<decltype(ex), asio::any_io_executor>)
       rpc::post_batched_any<rpc::strand_type>(ex, std::move(job));

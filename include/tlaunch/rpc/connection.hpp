@@ -874,7 +874,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
   std::vector<wire::outgoing_frame> pre_, out_;
-  tlaunch::detail::id_map<std::shared_ptr<pending_call>> pending_{256};
+  tlaunch::detail::seq_id_map<std::shared_ptr<pending_call>> pending_{256};
   std::unordered_map<std::uint64_t, std::function<void()>> running_;  // served coroutines
   std::uint64_t next_call_id_ = 1;
 

@@ -151,37 +151,57 @@ struct Counter {
   std::string name(int i) { return "n" + std::to_string(i) + "/" + std::to_string(bumps); }
   void fail(int i) { throw std::runtime_error("fail " + std::to_string(i)); }
   void reset() { total = bumps = 0; }
+  // A string argument: this call is serialized, never batched with the others.
+  std::string tag(std::string s) { return s + "@" + std::to_string(total); }
   using rpc = tlaunch::methods<&Counter::add, &Counter::bump, &Counter::name, &Counter::fail,
-                               &Counter::reset>;
+                               &Counter::reset, &Counter::tag>;
 };
 
-// Starts n calls of all four shapes at once, then awaits them newest first;
-// returns "ok" or the first result that was wrong.
+// Starts n calls of all five shapes at once, then awaits them newest first;
+// returns "ok" or the first result that was wrong. Calls whose arguments are
+// plain numbers may be batched; tag() is not, and must not overtake them.
 struct Mixer {
   tlaunch::handle<Counter> counter;
   asio::awaitable<std::string> mixed(int n) {
     co_await counter.call<&Counter::reset>();
     std::vector<std::pair<int, tlaunch::future<std::int64_t>>> adds;
     std::vector<std::pair<int, tlaunch::future<void>>> bumps, fails;
-    std::vector<std::pair<int, tlaunch::future<std::string>>> names;
+    std::vector<std::pair<int, tlaunch::future<std::string>>> names, tags;
+    // What each call must see, were they run one by one in order.
+    std::vector<std::string> expect(static_cast<std::size_t>(n));
+    std::int64_t total = 0;
+    int bumped = 0;
     for (int i = 0; i < n; ++i) {
-      switch (i % 4) {
-        case 0: adds.emplace_back(i, counter.async<&Counter::add>(std::int64_t{i})); break;
-        case 1: bumps.emplace_back(i, counter.async<&Counter::bump>()); break;
-        case 2: names.emplace_back(i, counter.async<&Counter::name>(i)); break;
-        default: fails.emplace_back(i, counter.async<&Counter::fail>(i)); break;
+      auto& e = expect[static_cast<std::size_t>(i)];
+      switch (i % 5) {
+        case 0:
+          adds.emplace_back(i, counter.async<&Counter::add>(std::int64_t{i}));
+          e = std::to_string(total += i);
+          break;
+        case 1:
+          bumps.emplace_back(i, counter.async<&Counter::bump>());
+          ++bumped;
+          break;
+        case 2:
+          names.emplace_back(i, counter.async<&Counter::name>(i));
+          e = "n" + std::to_string(i) + "/" + std::to_string(bumped);
+          break;
+        case 3: fails.emplace_back(i, counter.async<&Counter::fail>(i)); break;
+        default:
+          tags.emplace_back(i, counter.async<&Counter::tag>(std::string("t") + std::to_string(i)));
+          e = "t" + std::to_string(i) + "@" + std::to_string(total);
+          break;
       }
     }
-    auto wrong = [](int i, const std::string& what) {
-      return "call " + std::to_string(i) + ": " + what;
+    auto wrong = [&](int i, const std::string& got) {
+      return "call " + std::to_string(i) + ": " + got + " instead of " +
+             expect[static_cast<std::size_t>(i)];
     };
-    // Calls run in the order they were made: add(i) sees the adds before it,
-    // name(i) the bumps before it.
-    for (auto it = names.rbegin(); it != names.rend(); ++it) {
-      auto got = co_await it->second.async_wait();
-      auto expect = "n" + std::to_string(it->first) + "/" + std::to_string((it->first + 2) / 4);
-      if (got != expect) co_return wrong(it->first, got + " instead of " + expect);
-    }
+    for (auto* list : {&names, &tags})
+      for (auto it = list->rbegin(); it != list->rend(); ++it) {
+        auto got = co_await it->second.async_wait();
+        if (got != expect[static_cast<std::size_t>(it->first)]) co_return wrong(it->first, got);
+      }
     for (auto it = fails.rbegin(); it != fails.rend(); ++it) {
       try {
         co_await it->second.async_wait();
@@ -193,10 +213,8 @@ struct Mixer {
     }
     for (auto it = bumps.rbegin(); it != bumps.rend(); ++it) co_await it->second.async_wait();
     for (auto it = adds.rbegin(); it != adds.rend(); ++it) {
-      std::int64_t k = it->first / 4, expect = 4 * k * (k + 1) / 2;  // 0 + 4 + ... + i
-      auto got = co_await it->second.async_wait();
-      if (got != expect)
-        co_return wrong(it->first, std::to_string(got) + " instead of " + std::to_string(expect));
+      auto got = std::to_string(co_await it->second.async_wait());
+      if (got != expect[static_cast<std::size_t>(it->first)]) co_return wrong(it->first, got);
     }
     co_return "ok";
   }

@@ -46,18 +46,21 @@ class deferred_writes {
     return true;
   }
 
-  // Bytes that may go out in any order relative to other frames (replies),
-  // gathered per owner while a scope is open and handed to flush(owner, bytes)
-  // once, when it ends, before the deferred writes run: a batch's replies to
-  // one connection then cost one lock, not one each. `owner` makes the owning
-  // reference, only for the first bytes an owner stages. False when no scope
-  // is open.
-  using flush_fn = void (*)(const std::shared_ptr<void>&, std::span<const char>);
+  // Bytes gathered per key while a scope is open and handed to
+  // flush(owner, bytes, extras) once, when it ends, before the deferred writes
+  // run: a batch's replies (or calls) to one connection then cost one lock, not
+  // one each. Each stage() may add one `extra` (a call's pending state), handed
+  // over in the same order. `owner` makes the owning reference, only for the
+  // first bytes a key stages. False when no scope is open; `extra` is then
+  // left as it was.
+  using flush_fn = void (*)(const std::shared_ptr<void>& owner, std::span<char> bytes,
+                            std::span<std::shared_ptr<void>> extras);
   template <class Owner>
-  static bool stage(const void* key, Owner&& owner, flush_fn flush, std::span<const char> bytes) {
+  static bool stage(const void* key, Owner&& owner, flush_fn flush, std::span<const char> bytes,
+                    std::shared_ptr<void>* extra = nullptr) {
     staging* st = staging_;
     if (!st) return false;
-    // Mostly one owner per batch (the connection the read came from).
+    // Mostly one key per batch (the connection the read came from).
     staged* e = st->used > 0 && st->entries[st->used - 1].key == key ? &st->entries[st->used - 1]
                                                                       : find(*st, key);
     if (!e) {
@@ -68,7 +71,17 @@ class deferred_writes {
       e->flush = flush;
     }
     e->bytes.append(bytes);
+    if (extra) e->extras.push_back(std::move(*extra));
     return true;
+  }
+
+  // Flushes what is staged under key now, if anything (a frame that must not
+  // overtake it is about to be queued).
+  static void flush_key(const void* key) {
+    staging* st = staging_;
+    if (!st || st->used == 0) return;
+    for (std::size_t i = 0; i < st->used; ++i)
+      if (st->entries[i].key == key) return flush_entry(*st, i);
   }
 
   // Opens a scope unless one is open already (the outermost one writes).
@@ -117,7 +130,7 @@ class deferred_writes {
       std::memcpy(data_ + size_, b.data(), b.size());
       size_ += b.size();
     }
-    std::span<const char> view() const { return {data_, size_}; }
+    std::span<char> view() { return {data_, size_}; }
     // Empties it; a rare huge batch gives its memory back.
     void reset() {
       size_ = 0;
@@ -144,6 +157,7 @@ class deferred_writes {
     std::shared_ptr<void> who;
     flush_fn flush = nullptr;
     byte_run bytes;  // emptied, not freed: reused by the next scope
+    std::vector<std::shared_ptr<void>> extras;
   };
   struct staging {
     std::vector<staged> entries;
@@ -156,18 +170,26 @@ class deferred_writes {
     return nullptr;
   }
 
+  // Flushes entry i. Its key is cleared before the flush runs, so bytes staged
+  // by the flush start an entry of their own (flush_staged reaches it too).
+  static void flush_entry(staging& st, std::size_t i) {
+    byte_run bytes;
+    bytes.swap(st.entries[i].bytes);
+    std::vector<std::shared_ptr<void>> extras;
+    extras.swap(st.entries[i].extras);
+    std::shared_ptr<void> who = std::move(st.entries[i].who);
+    st.entries[i].key = nullptr;
+    st.entries[i].flush(who, bytes.view(), extras);
+    bytes.reset();
+    extras.clear();
+    // Indexed again: the flush may have grown the entries. Keeps the capacity.
+    st.entries[i].bytes.swap(bytes);
+    st.entries[i].extras.swap(extras);
+  }
+
   static void flush_staged(staging& st) {
-    // An entry's key is cleared before its flush runs, so bytes staged by a
-    // flush start an entry of their own, which this loop reaches too.
-    for (std::size_t i = 0; i < st.used; ++i) {
-      byte_run bytes;
-      bytes.swap(st.entries[i].bytes);
-      std::shared_ptr<void> who = std::move(st.entries[i].who);
-      st.entries[i].key = nullptr;
-      st.entries[i].flush(who, bytes.view());
-      bytes.reset();
-      st.entries[i].bytes.swap(bytes);  // keeps the capacity for the next scope
-    }
+    for (std::size_t i = 0; i < st.used; ++i)
+      if (st.entries[i].key) flush_entry(st, i);
     st.used = 0;
   }
 

@@ -459,7 +459,13 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   if constexpr (std::is_same_v<std::decay_t<Handler>, tlaunch::detail::future_handler<R>>) {
     if (opt.timeout.count() == 0) {  // the future's own state waits for the reply
       handler.s->target = target;
-      send(std::move(handler.s));
+      if constexpr (small_args<std::remove_cvref_t<Args>>) {
+        // Nothing needs its id: it may join the batch's other calls.
+        auto f = std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
+        conn->start_call_batched(f.span(), h, std::move(handler.s));
+      } else {
+        send(std::move(handler.s));
+      }
       return;
     }
   }

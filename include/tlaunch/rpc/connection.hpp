@@ -188,12 +188,33 @@ class connection : public std::enable_shared_from_this<connection> {
     seal_small(frame, h);
     if (deferred_writes::stage(
             this, [this] { return std::shared_ptr<void>(shared_from_this()); },
-            [](const std::shared_ptr<void>& who, std::span<const char> bytes) {
+            [](const std::shared_ptr<void>& who, std::span<char> bytes,
+               std::span<std::shared_ptr<void>>) {
               static_cast<connection*>(who.get())->send_bytes(bytes);
             },
             frame))
       return;
     send_bytes(frame);
+  }
+
+  // A call built on the stack whose id the caller does not need (no deadline,
+  // no cancellation). While a batch of work runs on this thread, the batch's
+  // calls to this connection are gathered in order and registered together
+  // when it ends, under one lock; any other call to this connection from this
+  // thread first flushes them, so calls still leave in the order they were made.
+  void start_call_batched(std::span<char> frame, wire::frame_header h,
+                          std::shared_ptr<pending_call> p) {
+    seal_small(frame, h);  // the call id is set when the batch registers it
+    std::shared_ptr<void> extra = std::move(p);
+    if (deferred_writes::stage(
+            &pending_, [this] { return std::shared_ptr<void>(shared_from_this()); },
+            [](const std::shared_ptr<void>& who, std::span<char> bytes,
+               std::span<std::shared_ptr<void>> pendings) {
+              static_cast<connection*>(who.get())->register_calls(bytes, pendings);
+            },
+            frame, &extra))
+      return;
+    start_call(frame, h, std::static_pointer_cast<pending_call>(std::move(extra)));
   }
 
   // Closes with a reason; pending calls fail as unavailable.
@@ -418,6 +439,7 @@ class connection : public std::enable_shared_from_this<connection> {
   template <class Enqueue>
   std::uint64_t register_call(wire::frame_header h, std::shared_ptr<pending_call> p,
                               Enqueue&& enqueue) {
+    deferred_writes::flush_key(&pending_);  // calls this thread batched go first
     std::unique_lock lk(mu_);
     if (closed_) {
       std::string why = close_reason_;
@@ -430,6 +452,29 @@ class connection : public std::enable_shared_from_this<connection> {
     pending_.insert(h.call_id, std::move(p));
     kick_locked(lk);
     return h.call_id;
+  }
+
+  // Registers a batch's calls (frames side by side, each with its pending
+  // call) under one lock: ids in order, written into the frames, which are
+  // queued as one piece. When the connection is closed they fail at once.
+  void register_calls(std::span<char> frames, std::span<std::shared_ptr<void>> pendings) {
+    std::unique_lock lk(mu_);
+    if (closed_) {
+      std::string why = close_reason_;
+      lk.unlock();
+      for (auto& p : pendings) static_cast<pending_call*>(p.get())->fail_unavailable(why);
+      return;
+    }
+    std::size_t at = 0;
+    for (auto& p : pendings) {
+      char* f = frames.data() + at;
+      const std::uint64_t id = next_call_id_++;
+      wire::store_call_id(f, id);
+      at += wire::header_size + wire::detail::get32(reinterpret_cast<const unsigned char*>(f));
+      pending_.insert(id, std::static_pointer_cast<pending_call>(std::move(p)));
+    }
+    enqueue_bytes_locked(frames.first(at));
+    kick_locked(lk);
   }
 
   static constexpr std::size_t small_frame = 2048, merged_limit = 8 * 1024;

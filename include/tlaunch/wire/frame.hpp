@@ -96,6 +96,11 @@ inline void encode_header(const frame_header& h, void* out) {
   detail::put64(p + 24, h.method);
 }
 
+// Sets the call id of an encoded header in place.
+inline void store_call_id(void* header, std::uint64_t call_id) {
+  detail::put64(static_cast<unsigned char*>(header) + 16, call_id);
+}
+
 // Why a header was rejected; empty when it is fine.
 struct header_check {
   frame_header header;

@@ -138,8 +138,13 @@ struct comparison {
   std::optional<double> target_ratio{};
   // An absolute target (ns for times) when there is no baseline to compare with.
   std::optional<double> target_value{};
+  // Set for a figure taken in rounds that alternate tlaunch and the baseline:
+  // the median over rounds of each round's ratio to the round beside it. It is
+  // then the ratio, and value/baseline are the median rounds' figures.
+  std::optional<double> paired_ratio{};
 
   std::optional<double> ratio() const {
+    if (paired_ratio) return paired_ratio;
     if (!baseline || *baseline == 0) return std::nullopt;
     return value / *baseline;
   }
@@ -150,6 +155,28 @@ struct comparison {
     return std::nullopt;
   }
 };
+
+// The median of t[i] / b[i] over rounds (pairs with b[i] == 0 are skipped):
+// a burst of noise that slows a few rounds of one side moves it much less
+// than it moves the ratio of the totals.
+inline std::optional<double> median_paired_ratio(const std::vector<double>& t,
+                                                 const std::vector<double>& b) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < t.size() && i < b.size(); ++i)
+    if (b[i] > 0) r.push_back(t[i] / b[i]);
+  if (r.empty()) return std::nullopt;
+  std::sort(r.begin(), r.end());
+  std::size_t n = r.size();
+  return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+}
+
+// The median of some values (0 when there are none).
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 inline std::string format_value(const comparison& c, double v) {
   if (c.is_time) return format_ns(v);
@@ -247,6 +274,7 @@ inline std::string to_json(const comparison& c) {
   o += ",\"baseline\":" + (c.baseline ? json_number(*c.baseline) : "null");
   auto r = c.ratio();
   o += ",\"ratio\":" + (r ? json_number(*r) : "null");
+  o += ",\"ratio_of\":" + json_string(c.paired_ratio ? "median_of_rounds" : "totals");
   o += ",\"target_ratio\":" + (c.target_ratio ? json_number(*c.target_ratio) : "null");
   o += ",\"target_value\":" + (c.target_value ? json_number(*c.target_value) : "null");
   auto ok = c.meets_target();

@@ -336,22 +336,22 @@ class runtime final : public rpc::connection_sink {
 
   // ----- connection_sink ------------------------------------------------------------
 
-  void on_call(std::shared_ptr<rpc::connection> c, const wire::frame_header& h,
+  void on_call(rpc::connection& c, const wire::frame_header& h,
                std::span<const char> payload) override {
     rpc::instance* inst = hosted(h.target);
     if (!inst) {
-      rpc::reply_error(*c, h.call_id, wire::error_code::no_such_node,
+      rpc::reply_error(c, h.call_id, wire::error_code::no_such_node,
                        "this process does not host instance " + instance_id(h.target));
       return;
     }
     const rpc::dispatch_entry* e = inst->find(h.method);
     if (!e) {
-      rpc::reply_error(*c, h.call_id, wire::error_code::no_such_method,
+      rpc::reply_error(c, h.call_id, wire::error_code::no_such_method,
                        "node " + inst->id() + " (" + std::string(inst->type_name) +
                            ") exposes no method with id " + std::to_string(h.method));
       return;
     }
-    e->serve(*inst, std::move(c), h, payload);
+    e->serve(*inst, c, h, payload);
   }
   void on_control(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
                   std::span<const char> payload) override {

@@ -129,9 +129,9 @@ class coordinator final : public rpc::connection_sink {
   std::chrono::milliseconds time_to_registered() const { return registered_after_; }
 
   // connection_sink: the node processes' connections.
-  void on_call(std::shared_ptr<rpc::connection> c, const wire::frame_header& h,
+  void on_call(rpc::connection& c, const wire::frame_header& h,
                std::span<const char>) override {
-    rpc::reply_error(*c, h.call_id, wire::error_code::no_such_node,
+    rpc::reply_error(c, h.call_id, wire::error_code::no_such_node,
                      "the launcher hosts no nodes");
   }
   void on_control(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,

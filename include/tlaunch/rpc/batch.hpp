@@ -271,6 +271,8 @@ class batch_group {
   }
 
   const void* tag() const { return tag_; }
+  // A reference the group's jobs rely on, dropped after the jobs.
+  void keep(const std::shared_ptr<void>& k) { keep_ = k; }
   // Hands the group to its executor: posted, or with at_once dispatched (run
   // right here when the executor's strand is idle).
   virtual void submit(std::unique_ptr<batch_group> self, bool at_once) = 0;
@@ -308,6 +310,7 @@ class batch_group {
   }
 
   const void* tag_;
+  std::shared_ptr<void> keep_;  // released after the jobs (the destructor's body ends those)
   batch_job *head_ = nullptr, *tail_ = nullptr;
   block* extra_ = nullptr;
   std::size_t first_used_ = 0, extra_used_ = 0;
@@ -347,15 +350,20 @@ class batch_collector {
   // groups, also when the handling threw. With at_once (the process's only io
   // thread, where nothing else could run meanwhile) a group whose strand is
   // idle runs at once instead of waiting for another turn of the queue.
+  // With keep, every group the scope collects holds that reference until it
+  // has run (see keeps()).
   class scope {
    public:
-    scope(batch_collector& c, bool at_once) : c_(c), prev_(current_), at_once_(at_once) {
+    scope(batch_collector& c, bool at_once, const std::shared_ptr<void>* keep = nullptr)
+        : c_(c), prev_(current_), at_once_(at_once), prev_keep_(c.keep_) {
       current_ = &c;
+      c.keep_ = keep;
     }
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
     ~scope() {
       current_ = prev_;
+      c_.keep_ = prev_keep_;
       c_.flush(at_once_);
     }
 
@@ -363,10 +371,17 @@ class batch_collector {
     batch_collector& c_;
     batch_collector* prev_;
     bool at_once_;
+    const std::shared_ptr<void>* prev_keep_;
   };
 
   // The collector of the read being handled on this thread, if any.
   static batch_collector* current() noexcept { return current_; }
+
+  // Whether what is batched now lands in groups that keep p alive until they
+  // have run (p: what the current scope's keep reference points to).
+  static bool keeps(const void* p) noexcept {
+    return current_ && current_->keep_ && current_->keep_->get() == p;
+  }
 
   template <class Ex, class F>
   void add(const Ex& ex, F&& f) {
@@ -375,6 +390,7 @@ class batch_collector {
       if (g->tag() == &detail::executor_tag<Ex> && static_cast<group*>(g.get())->is_for(ex))
         return g->add(std::forward<F>(f));
     groups_.push_back(std::make_unique<group>(ex));
+    if (keep_) groups_.back()->keep(*keep_);
     groups_.back()->add(std::forward<F>(f));
   }
 
@@ -394,6 +410,7 @@ class batch_collector {
  private:
   static inline thread_local batch_collector* current_ = nullptr;
   std::vector<std::unique_ptr<detail::batch_group>> groups_;
+  const std::shared_ptr<void>* keep_ = nullptr;
 };
 
 // asio::post, or into the current read's batch for that executor.

@@ -61,8 +61,8 @@ class connection_sink {
  public:
   virtual ~connection_sink() = default;
   // A call frame arrived (reader thread); payload is only valid during the call.
-  // c is handed over (moved on to the reply), so a call costs no extra refcount.
-  virtual void on_call(std::shared_ptr<connection> c, const wire::frame_header& h,
+  // c is alive at least until the read's batch has run (batch_collector::keeps).
+  virtual void on_call(connection& c, const wire::frame_header& h,
                        std::span<const char> payload) = 0;
   // A control frame (coordinator protocol) arrived.
   virtual void on_control(const std::shared_ptr<connection>& c, const wire::frame_header& h,
@@ -673,8 +673,9 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   void read_more() {
-    auto done = [self = shared_from_this()](std::error_code ec, std::size_t n) {
-      self->on_read(ec, n);
+    auto done = [self = std::shared_ptr<void>(shared_from_this())](std::error_code ec,
+                                                                   std::size_t n) mutable {
+      static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
     };
     if (big_) {
       socket_.async_read_some(asio::buffer(big_.get() + big_fill_, big_total_ - big_fill_),
@@ -707,14 +708,16 @@ class connection : public std::enable_shared_from_this<connection> {
                                  header.size});
   }
 
-  void on_read(std::error_code ec, std::size_t n) {
+  // self: this connection, kept by the read that completed.
+  void on_read(std::shared_ptr<void> self, std::error_code ec, std::size_t n) {
     bool more;
     {
       deferred_writes::scope writes;  // what this read causes to be sent, in one write
       {
         // What this read's frames post goes out once per executor, before the
-        // next read starts (it may complete on another io thread).
-        batch_collector::scope batch(read_batch_, single_io_thread());
+        // next read starts (it may complete on another io thread). Each group
+        // keeps the connection, so the calls in it need no reference each.
+        batch_collector::scope batch(read_batch_, single_io_thread(), &self);
         more = handle_read(ec, n);
       }
     }
@@ -831,7 +834,7 @@ class connection : public std::enable_shared_from_this<connection> {
     if (state_ != hs::ready) return handle_handshake(h, payload);
     switch (h.type) {
       case wire::kind::call:
-        sink_->on_call(shared_from_this(), h, payload);
+        sink_->on_call(*this, h, payload);
         return true;
       case wire::kind::reply:
       case wire::kind::error_reply: {  // a large one: the others come in runs

@@ -74,7 +74,7 @@ asio::awaitable<R> run_coroutine(std::shared_ptr<void> keep, Args args) {
 }  // namespace detail
 
 template <class S, auto M>
-void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_header& h,
+void serve(instance& inst, connection& c, const wire::frame_header& h,
            std::span<const char> payload) {
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using R = typename traits::result;
@@ -82,7 +82,7 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
   try {
     std::apply([&](auto&... a) { wire::deserialize_from(payload, a...); }, args);
   } catch (const std::exception& e) {
-    reply_error(*conn, h.call_id, wire::error_code::bad_arguments,
+    reply_error(c, h.call_id, wire::error_code::bad_arguments,
                 std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
                     " did not deserialize: " + e.what());
     return;
@@ -91,23 +91,31 @@ void serve(instance& inst, std::shared_ptr<connection> conn, const wire::frame_h
   if constexpr (!traits::is_coroutine) {
     // A raw pointer: instances outlive every handler (the runtime joins its
     // threads before it destroys them).
-    post_batched(inst.strand, [obj = static_cast<S*>(inst.object.get()), conn = std::move(conn),
-                               id, args = std::move(args)]() mutable {
+    auto run = [obj = static_cast<S*>(inst.object.get()), id,
+                args = std::move(args)](connection& conn) mutable {
       try {
         S& s = *obj;
         if constexpr (std::is_void_v<R>) {
           detail::invoke_method<M>(s, std::move(args));
-          detail::send_result<void>(*conn, id, nullptr);
+          detail::send_result<void>(conn, id, nullptr);
         } else {
           R r = detail::invoke_method<M>(s, std::move(args));
-          detail::send_result<R>(*conn, id, &r);
+          detail::send_result<R>(conn, id, &r);
         }
       } catch (...) {
-        reply_error(*conn, id, wire::error_code::remote_exception,
+        reply_error(conn, id, wire::error_code::remote_exception,
                     detail::exception_message(std::current_exception()));
       }
-    });
+    };
+    // Joining a batch that keeps the connection alive, the job needs no
+    // reference of its own: two atomic operations fewer per call.
+    if (batch_collector::keeps(&c))
+      post_batched(inst.strand, [run = std::move(run), conn = &c]() mutable { run(*conn); });
+    else
+      post_batched(inst.strand,
+                   [run = std::move(run), conn = c.shared_from_this()]() mutable { run(*conn); });
   } else {
+    std::shared_ptr<connection> conn = c.shared_from_this();
     // A coroutine method can be cancelled: by the caller's cancel frame, or when
     // the caller's deadline (h.aux, in ms) passes.
     auto body = detail::run_coroutine<M, S, typename traits::args, R>(inst.object, std::move(args));

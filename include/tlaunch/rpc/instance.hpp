@@ -28,7 +28,7 @@ using strand_type = asio::strand<asio::io_context::executor_type>;
 
 // Serves one call frame: deserializes the arguments on the reader's thread,
 // runs the method on the instance's strand, sends the reply on the connection.
-using invoker = void (*)(instance&, std::shared_ptr<connection>, const wire::frame_header&,
+using invoker = void (*)(instance&, connection&, const wire::frame_header&,
                          std::span<const char> payload);
 
 struct dispatch_entry {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and tests tlaunch with CMake and g++ (build/ci), CMake and clang++ (build/ci-clang) and Meson (build/meson).
+# Builds and tests tlaunch with CMake and g++ (build/ci), CMake and clang++ (build/ci-clang),
+# g++ with ASan and UBSan (build/ci-asan) and Meson (build/meson).
 # Every phase runs even when an earlier one failed (except the tests of a build that failed);
 # the exit status is non-zero when any phase failed. JOBS overrides the parallelism.
 set -uo pipefail
@@ -48,6 +49,19 @@ if run_phase clang-configure env CXX=clang++ cmake -S . -B build/ci-clang -G Nin
   run_phase clang-ctest ctest --test-dir build/ci-clang --output-on-failure -j "$jobs" --timeout 600
 else
   skip_phase clang-ctest "the clang build failed"
+fi
+
+# AddressSanitizer and UndefinedBehaviorSanitizer over the tests that run code
+# (compile_fail and consume only compile, so they are left to the builds above).
+asan_flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+if run_phase asan-configure cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+     -DTLAUNCH_BENCH_GRPC=OFF "-DCMAKE_CXX_FLAGS=$asan_flags" \
+     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" &&
+   run_phase asan-build cmake --build build/ci-asan -j "$jobs"; then
+  run_phase asan-ctest ctest --test-dir build/ci-asan --output-on-failure -j "$jobs" --timeout 600 \
+    -LE "compile_fail|consume"
+else
+  skip_phase asan-ctest "the sanitizer build failed"
 fi
 
 if [[ -d build/meson ]]; then

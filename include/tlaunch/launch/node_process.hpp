@@ -250,10 +250,11 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
       exit_code = exit_code ? exit_code : 4;
     }
   }
-  {
+  // On an io thread, where the signal set is used; its error stays there too.
+  asio::post(rt.io, [&signals] {
     std::error_code ec;
-    asio::post(rt.io, [&] { signals.cancel(ec); });
-  }
+    signals.cancel(ec);
+  });
   std::fflush(stdout);
   int code;
   {

@@ -164,9 +164,9 @@ class connection : public std::enable_shared_from_this<connection> {
     if (!taken) return nullptr;
     auto p = std::move(*taken);
     if (!closed_) {
-      wire::frame_buffer f;
-      f.seal({.type = wire::kind::cancel, .call_id = call_id});
-      enqueue_locked(std::move(f));
+      auto f = wire::make_small_frame();
+      seal_small(f.span(), {.type = wire::kind::cancel, .call_id = call_id});
+      enqueue_bytes_locked(f.span());
       kick_locked(lk);
     }
     return p;

@@ -775,11 +775,17 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       std::span<const char> payload(buf_ + begin_ + wire::header_size, header.size);
       begin_ += total;
-      if (state_ == hs::ready &&
-          (header.type == wire::kind::reply || header.type == wire::kind::error_reply)) {
-        replies.frames[replies.count++] = {header, payload};
-        if (replies.count == reply_run::capacity) complete_replies(replies);
-        continue;
+      if (state_ == hs::ready) {
+        if (header.type == wire::kind::reply || header.type == wire::kind::error_reply) {
+          replies.frames[replies.count++] = {header, payload};
+          if (replies.count == reply_run::capacity) complete_replies(replies);
+          continue;
+        }
+        if (header.type == wire::kind::call) {  // the common frame: straight to the sink
+          if (replies.count) complete_replies(replies);
+          sink_->on_call(*this, header, payload);
+          continue;
+        }
       }
       complete_replies(replies);
       if (!handle_frame(header, payload)) {

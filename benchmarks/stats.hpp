@@ -156,6 +156,14 @@ struct comparison {
   }
 };
 
+// The median of some values (0 when there are none).
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 // The median of t[i] / b[i] over rounds (pairs with b[i] == 0 are skipped):
 // a burst of noise that slows a few rounds of one side moves it much less
 // than it moves the ratio of the totals.
@@ -165,17 +173,7 @@ inline std::optional<double> median_paired_ratio(const std::vector<double>& t,
   for (std::size_t i = 0; i < t.size() && i < b.size(); ++i)
     if (b[i] > 0) r.push_back(t[i] / b[i]);
   if (r.empty()) return std::nullopt;
-  std::sort(r.begin(), r.end());
-  std::size_t n = r.size();
-  return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
-}
-
-// The median of some values (0 when there are none).
-inline double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return median_of(std::move(r));
 }
 
 inline std::string format_value(const comparison& c, double v) {

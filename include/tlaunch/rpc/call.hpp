@@ -376,6 +376,12 @@ inline constexpr bool small_args = false;
 template <class... T>
 inline constexpr bool small_args<std::tuple<T...>> = wire::small_frame_values<T...>;
 
+// That frame, for a tuple of plain numbers.
+template <class... T>
+auto small_frame_of(const std::tuple<T...>& args) {
+  return std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
+}
+
 // Starts call M with the (decayed) argument tuple; the handler receives
 // void(std::exception_ptr) or void(std::exception_ptr, R).
 template <auto M, class Handler, class Args>
@@ -448,7 +454,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
   // serialized into a frame buffer.
   auto send = [&](std::shared_ptr<pending_call> p) -> std::uint64_t {
     if constexpr (small_args<std::remove_cvref_t<Args>>) {
-      auto f = std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
+      auto f = small_frame_of(args);
       return conn->start_call(f.span(), h, std::move(p));
     } else {
       wire::frame_buffer f(64);
@@ -461,7 +467,7 @@ void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* dire
       handler.s->target = target;
       if constexpr (small_args<std::remove_cvref_t<Args>>) {
         // Nothing needs its id: it may join the batch's other calls.
-        auto f = std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
+        auto f = small_frame_of(args);
         conn->start_call_batched(f.span(), h, std::move(handler.s));
       } else {
         send(std::move(handler.s));

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <condition_variable>
 #include <exception>
@@ -112,6 +114,11 @@ class handle {
     static_assert(detail::check_call<S, M>());
     using R = detail::result_of<M>;
     check_bound<M>();
+    if constexpr (!detail::method_traits<decltype(M)>::is_coroutine) {
+      if (opt.timeout.count() == 0)
+        if (rpc::instance* inst = direct_ ? direct_ : rt_->local(flat_))
+          return call_colocated<M>(rt_, flat_, inst, make_args<M>(std::forward<A>(args)...));
+    }
     // The initiation's own awaitable, not a coroutine around it: one frame per call.
     return asio::async_initiate<const asio::use_awaitable_t<>, detail::completion_signature<R>>(
         [rt = rt_, flat = flat_, direct = direct_, opt](auto handler, auto&& t) {
@@ -153,6 +160,40 @@ class handle {
   }
 
  private:
+  // A plain method of an instance in this process, without a deadline. On the
+  // process's only io thread it runs as soon as this is awaited, when its strand
+  // is idle, and the caller goes on at once: no trip through the io_context,
+  // whose every turn with work queued also polls the reactor (a syscall).
+  template <auto M, class Args>
+  static asio::awaitable<detail::result_of<M>> call_colocated(detail::runtime* rt,
+                                                              std::uint32_t flat,
+                                                              rpc::instance* inst, Args args) {
+    using R = detail::result_of<M>;
+    if (!rt->on_only_io_thread())
+      co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
+                                              detail::completion_signature<R>>(
+          [rt, flat, inst](auto handler, auto&& t) {
+            rpc::start_call<M>(*rt, flat, inst, call_options{}, std::move(t), std::move(handler));
+          },
+          asio::use_awaitable, std::move(args));
+    std::exception_ptr e;
+    rpc::result_holder<R> r{};
+    bool ran = false;
+    rpc::run_local<M>(
+        *inst, rpc::call_target{rt, flat, detail::member_name_v<M>}, std::move(args),
+        [&](std::exception_ptr x, rpc::result_holder<R>&& v) {
+          e = std::move(x);
+          r = std::move(v);
+          ran = true;
+        },
+        {}, true);
+    // Its strand was busy: the method is queued there, behind what came first,
+    // and this resumes after it.
+    if (!ran) co_await asio::post(inst->strand, asio::use_awaitable);
+    if (e) std::rethrow_exception(e);
+    if constexpr (!std::is_void_v<R>) co_return std::move(r);
+  }
+
   template <auto M, class... A>
   static auto make_args(A&&... args) {
     using traits = detail::method_traits<decltype(M)>;

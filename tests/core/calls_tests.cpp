@@ -118,7 +118,33 @@ struct Log {
     co_return i;
   }
   std::vector<int> seen() const { return order; }
-  using rpc = tlaunch::methods<&Log::note, &Log::note_later, &Log::seen>;
+  int refuse(int i) { throw std::runtime_error("refused " + std::to_string(i)); }
+  using rpc = tlaunch::methods<&Log::note, &Log::note_later, &Log::seen, &Log::refuse>;
+};
+
+// Awaits plain methods of Log one by one, also while Log's strand has work
+// queued: note_later(1) leaves its resumption queued there, so the call of
+// note(2) must wait its turn behind it (in one process, on one io thread, a
+// call to an idle strand runs at once instead).
+struct Awaiter {
+  tlaunch::handle<Log> log;
+  asio::awaitable<std::vector<int>> run_calls() {
+    std::vector<int> got;
+    auto f = log.async<&Log::note_later>(1);
+    got.push_back(co_await log.call<&Log::note>(2));
+    got.push_back(co_await log.call<&Log::note>(3));
+    got.push_back(co_await f.async_wait());
+    for (int i = 4; i < 8; ++i) got.push_back(co_await log.call<&Log::note>(i));
+    try {
+      co_await log.call<&Log::refuse>(8);
+      got.push_back(-1);
+    } catch (const tlaunch::remote_error& e) {
+      if (std::string(e.what()).find("refused 8") != std::string::npos) got.push_back(8);
+    }
+    got.push_back(co_await log.call<&Log::note>(9));
+    co_return got;
+  }
+  using rpc = tlaunch::methods<&Awaiter::run_calls>;
 };
 
 // Sends bursts from its strand, so they leave in few writes and arrive in few reads.
@@ -501,6 +527,21 @@ TEST_SUITE("calls") {
         CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n))] == i);
         CHECK(seen[static_cast<std::size_t>(n + 2 * (i - n) + 1)] == i + 1000);
       }
+    });
+  }
+
+  TEST_CASE("awaited calls run in order and return their own results, also behind queued work") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"log", Log>(),
+                                        tlaunch::node<"awaiter", Awaiter>(tlaunch::ref<"log">));
+    on_every_path([&](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(p, o);
+      for (int round = 0; round < 3; ++round)
+        CHECK(t.get<"awaiter">().sync<&Awaiter::run_calls>() ==
+              std::vector<int>{2, 3, 1, 4, 5, 6, 7, 8, 9});
+      std::vector<int> order;
+      for (int round = 0; round < 3; ++round)
+        for (int i : {1, 2, 3, 4, 5, 6, 7, 9}) order.push_back(i);
+      CHECK(t.get<"log">().sync<&Log::seen>() == order);
     });
   }
 

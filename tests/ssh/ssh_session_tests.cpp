@@ -497,6 +497,10 @@ TEST_SUITE("ssh_session") {
     CHECK(rec.status.code == 255);
     CHECK(contains(rec.all_err(), "ssh: connection to root@127.0.0.2:" +
                                       std::to_string(env().port) + " lost"));
+    // How the process ended is unknown, and said so instead of "exited with code 255".
+    CHECK_FALSE(rec.status.ok());
+    CHECK(contains(rec.status.describe(), "ssh connection to root@127.0.0.2:" +
+                                              std::to_string(env().port) + " lost ("));
     CHECK(rec.exits == 1);
     ::kill(static_cast<pid_t>(sleep_pid), SIGKILL);
     // later calls fail with the host named instead of hanging

@@ -232,6 +232,37 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached).empty());
   }
 
+  TEST_CASE("a host whose connection dies mid-run: named, the program stops, no node is left") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
+                         {"--replicas", "worker=4", "--grace=3"}, {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 4));
+    auto pids = it::node_pids(cached);
+    REQUIRE(pids.size() == 4);
+    // worker/1 runs on the second host; its parent is sshd's process for the
+    // connection it was started over. Killing that process is the host dying.
+    auto w1 = it::node_pids(cached, "worker/1");
+    REQUIRE(w1.size() == 1);
+    long sshd_pid = 0;
+    {
+      std::ifstream status("/proc/" + std::to_string(w1[0]) + "/status");
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("PPid:", 0) == 0) sshd_pid = std::stol(line.substr(5));
+    }
+    std::string name;
+    std::ifstream("/proc/" + std::to_string(sshd_pid) + "/comm") >> name;
+    REQUIRE(name == "sshd");
+    REQUIRE(::kill(static_cast<pid_t>(sshd_pid), SIGKILL) == 0);
+    int code = p.wait_or_kill(30s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "[launcher] node worker/1@" + h3() + " failed: ssh connection to " + h3() +
+                           " lost ("));
+    CHECK_FALSE(has(p.err(), "node worker/0@" + h2() + " failed"));  // the good host is not blamed
+    CHECK(it::all_gone(pids, 10s));
+    CHECK(it::node_pids(cached).empty());
+  }
+
   TEST_CASE("SIGKILL of the launcher: no node process is left on any host within seconds") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=4"},

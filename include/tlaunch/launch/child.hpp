@@ -16,8 +16,14 @@ struct exit_status {
   int code = 0;             // exit code when exited normally
   int signal = 0;           // signal number when killed by a signal (0 if none or unknown)
   std::string signal_name;  // "KILL", "SEGV", ... (remote processes report names, not numbers)
-  bool ok() const noexcept { return code == 0 && signal == 0 && signal_name.empty(); }
+  // Set when how the process ended is not known (its host's connection was
+  // lost, say); says why, and describe() gives it instead of the code.
+  std::string unknown;
+  bool ok() const noexcept {
+    return code == 0 && signal == 0 && signal_name.empty() && unknown.empty();
+  }
   std::string describe() const {
+    if (!unknown.empty()) return unknown;
     if (!signal_name.empty()) return "killed by signal SIG" + signal_name;
     if (signal != 0) return "killed by signal " + std::to_string(signal);
     return "exited with code " + std::to_string(code);

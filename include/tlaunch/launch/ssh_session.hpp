@@ -445,6 +445,8 @@ class io_core {
     }
     if (st.kill_sent && std::chrono::steady_clock::now() >= st.kill_deadline) {
       st.status.code = -1;
+      st.status.unknown = "ignored stdin EOF after kill(); its channel was closed and it may "
+                          "still be running";
       finish(st, "ssh: closed the channel to " + host.display() +
                      " after kill(); the process ignored stdin EOF and may still be running");
       return true;
@@ -459,6 +461,7 @@ class io_core {
       if (st->done) continue;
       st->status = {};
       st->status.code = 255;
+      st->status.unknown = "ssh connection to " + host.display() + " lost (" + lost_reason_ + ")";
       finish(*st, "ssh: connection to " + host.display() + " lost: " + lost_reason_);
     }
     channels_.clear();

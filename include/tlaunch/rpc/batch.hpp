@@ -16,6 +16,7 @@
 #include <memory>
 #include <new>
 #include <span>
+#include <type_traits>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -206,16 +207,26 @@ class deferred_writes {
 
 namespace detail {
 
+// A job stored in a group: run, then destroyed in place (nothing to destroy
+// for a job whose captures are trivially destructible, the common case: a
+// served call's job holds pointers and numbers).
 struct batch_job {
-  virtual ~batch_job() = default;
-  virtual void run() = 0;
+  void (*run)(batch_job*);
+  void (*destroy)(batch_job*);  // null: nothing to destroy
   batch_job* next = nullptr;
 };
 
 template <class F>
 struct batch_job_for final : batch_job {
-  explicit batch_job_for(F&& f) : fn(std::move(f)) {}
-  void run() override { fn(); }
+  explicit batch_job_for(F&& f) : batch_job{&do_run, destroy_fn()}, fn(std::move(f)) {}
+  static void do_run(batch_job* j) { static_cast<batch_job_for*>(j)->fn(); }
+  static void do_destroy(batch_job* j) { static_cast<batch_job_for*>(j)->~batch_job_for(); }
+  static constexpr void (*destroy_fn())(batch_job*) {
+    if constexpr (std::is_trivially_destructible_v<F>)
+      return nullptr;
+    else
+      return &do_destroy;
+  }
   F fn;
 };
 
@@ -233,7 +244,7 @@ class batch_group {
   virtual ~batch_group() {
     for (batch_job* j = head_; j;) {
       batch_job* n = j->next;
-      j->~batch_job();
+      if (j->destroy) j->destroy(j);
       j = n;
     }
     for (block* b = extra_; b;) {
@@ -246,8 +257,12 @@ class batch_group {
   template <class F>
   void add(F&& f) {
     using job = batch_job_for<std::decay_t<F>>;
-    void* at = allocate(sizeof(job), alignof(job));
-    auto* j = ::new (at) job(std::forward<F>(f));
+    // Jobs take whole slots of max_align_t: a bump of a constant size.
+    constexpr std::size_t size = (sizeof(job) + slot - 1) / slot * slot;
+    static_assert(alignof(job) <= slot, "tlaunch: an over-aligned job cannot be batched");
+    if (static_cast<std::size_t>(end_ - cur_) < size) new_block(size);
+    auto* j = ::new (cur_) job(std::forward<F>(f));
+    cur_ += size;
     if (tail_)
       tail_->next = j;
     else
@@ -262,11 +277,15 @@ class batch_group {
     while (batch_job* j = head_) {
       head_ = j->next;
       if (!head_) tail_ = nullptr;
+      if (!j->destroy) {
+        j->run(j);
+        continue;
+      }
       struct destroy {
         batch_job* j;
-        ~destroy() { j->~batch_job(); }
+        ~destroy() { j->destroy(j); }
       } d{j};
-      j->run();
+      j->run(j);
     }
   }
 
@@ -278,43 +297,31 @@ class batch_group {
   virtual void submit(std::unique_ptr<batch_group> self, bool at_once) = 0;
 
  private:
-  struct block {
+  // A block's bytes follow its header, at an offset of one slot.
+  struct alignas(std::max_align_t) block {
     block* next;
-    std::size_t size;
   };
+  static constexpr std::size_t slot = alignof(std::max_align_t);
   static constexpr std::size_t first_size = 1024, block_size = 4096;
 
-  void* allocate(std::size_t n, std::size_t align) {
-    if (extra_ == nullptr)  // once the first block is full, jobs go to the newest block
-      if (void* p = bump(first_, first_size, first_used_, n, align)) return p;
-    if (extra_)
-      if (void* p = bump(reinterpret_cast<std::byte*>(extra_ + 1), extra_->size, extra_used_, n,
-                         align))
-        return p;
-    std::size_t size = std::max(block_size, n + align);
+  // Once the current block is full, jobs go to a new one (the rest of the old
+  // block stays unused).
+  void new_block(std::size_t need) {
+    std::size_t size = std::max(block_size, need);
     auto* b = static_cast<block*>(::operator new(sizeof(block) + size));
     b->next = extra_;
-    b->size = size;
     extra_ = b;
-    extra_used_ = 0;
-    return bump(reinterpret_cast<std::byte*>(extra_ + 1), size, extra_used_, n, align);
-  }
-  static void* bump(std::byte* base, std::size_t size, std::size_t& used, std::size_t n,
-                    std::size_t align) {
-    // align is a power of two (alignof): a mask, not a division.
-    auto addr = reinterpret_cast<std::uintptr_t>(base) + used;
-    std::size_t pad = (0 - addr) & (align - 1);
-    if (used + pad + n > size) return nullptr;
-    used += pad + n;
-    return base + (used - n);
+    cur_ = reinterpret_cast<std::byte*>(b + 1);
+    end_ = cur_ + size;
   }
 
   const void* tag_;
   std::shared_ptr<void> keep_;  // released after the jobs (the destructor's body ends those)
   batch_job *head_ = nullptr, *tail_ = nullptr;
   block* extra_ = nullptr;
-  std::size_t first_used_ = 0, extra_used_ = 0;
   alignas(std::max_align_t) std::byte first_[first_size];
+  std::byte* cur_ = first_;
+  std::byte* end_ = first_ + first_size;
 };
 
 template <class Ex>

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <tlaunch/detail/build_id.hpp>
@@ -76,6 +77,51 @@ TEST_SUITE("wire") {
     CHECK(v == std::vector<int>{1, 2, 3});
     CHECK_THROWS(tlaunch::wire::deserialize_from(b.subspan(0, 6), s, n, v));  // truncated
     CHECK_THROWS(tlaunch::wire::deserialize_from(b, s));                     // trailing bytes
+  }
+
+  TEST_CASE("a size field claiming more than the payload holds is refused before allocating") {
+    namespace w = tlaunch::wire;
+    // A payload: an 8-byte size field, then `tail` bytes.
+    auto claim = [](std::uint64_t n, std::size_t tail) {
+      std::vector<char> p(8 + tail, 'x');
+      std::memcpy(p.data(), &n, 8);
+      return p;
+    };
+    auto error_of = [](auto&& f) -> std::string {
+      try {
+        f();
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    std::string str;
+    // 2^40 bytes: cereal's own load would try to allocate a terabyte (bad_alloc).
+    auto p = claim(std::uint64_t{1} << 40, 3);
+    CHECK(error_of([&] { w::deserialize_from(p, str); }) ==
+          "a string claims 1099511627776 elements, but only 3 bytes of the payload are left");
+    std::vector<std::int64_t> nums;
+    p = claim(3, 16);  // 3 numbers of 8 bytes need 24
+    CHECK(error_of([&] { w::deserialize_from(p, nums); }) ==
+          "a vector claims 3 elements, but only 16 bytes of the payload are left");
+    std::vector<std::string> strs;
+    p = claim(std::uint64_t{1} << 50, 7);
+    CHECK(error_of([&] { w::deserialize_from(p, strs); }) ==
+          "a vector claims 1125899906842624 elements, but only 7 bytes of the payload are left");
+    std::vector<bool> flags;
+    p = claim(9, 8);
+    CHECK(error_of([&] { w::deserialize_from(p, flags); }) ==
+          "a vector<bool> claims 9 elements, but only 8 bytes of the payload are left");
+    // Claims that fit still read as before.
+    w::frame_buffer f;
+    w::serialize_into(f, std::vector<std::string>{"a", "", "ccc"}, std::vector<bool>{true, false},
+                      std::vector<std::int64_t>{-1, 2}, std::u16string(u"hi"));
+    std::u16string wide;
+    w::deserialize_from(f.bytes().subspan(w::header_size), strs, flags, nums, wide);
+    CHECK(strs == std::vector<std::string>{"a", "", "ccc"});
+    CHECK(flags == std::vector<bool>{true, false});
+    CHECK(nums == std::vector<std::int64_t>{-1, 2});
+    CHECK(wide == u"hi");
   }
 
   TEST_CASE("plain numbers take the direct path and keep cereal's bytes") {

@@ -329,3 +329,63 @@ inline std::pair<error_code, std::string> decode_error(std::span<const char> pay
 }
 
 }  // namespace tlaunch::wire
+
+namespace tlaunch::wire::detail {
+// While a payload is read, a string or vector whose size field claims more
+// elements than the rest of the payload could hold is refused before anything
+// is allocated: a malformed frame must not make the reader allocate what it
+// claims (up to 2^64 bytes). Elements of an empty class may serialize to
+// nothing, so their count is not checked.
+inline void check_claim(std::uint64_t count, std::size_t min_bytes_each, const char* what) {
+  if (!active_input.buf || min_bytes_each == 0) return;
+  std::size_t left = active_input.buf->remaining();
+  if (count > left / min_bytes_each)
+    throw cereal::Exception(std::string(what) + " claims " + std::to_string(count) +
+                            " elements, but only " + std::to_string(left) +
+                            " bytes of the payload are left");
+}
+template <class T>
+inline constexpr std::size_t min_serialized_size =
+    std::is_arithmetic_v<T> ? sizeof(T) : (std::is_empty_v<T> ? 0 : 1);
+}  // namespace tlaunch::wire::detail
+
+// The binary archive's loads of strings and vectors, with that check; more
+// specialized than cereal's own, so these are the ones chosen.
+namespace cereal {
+template <class CharT, class Traits, class Alloc>
+void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::basic_string<CharT, Traits, Alloc>& str) {
+  size_type size;
+  ar(make_size_tag(size));
+  tlaunch::wire::detail::check_claim(size, sizeof(CharT), "a string");
+  str.resize(static_cast<std::size_t>(size));
+  ar(binary_data(const_cast<CharT*>(str.data()), static_cast<std::size_t>(size) * sizeof(CharT)));
+}
+
+template <class T, class A>
+  requires(!std::is_same_v<T, bool>)
+void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<T, A>& vector) {
+  size_type size;
+  ar(make_size_tag(size));
+  tlaunch::wire::detail::check_claim(size, tlaunch::wire::detail::min_serialized_size<T>,
+                                     "a vector");
+  vector.resize(static_cast<std::size_t>(size));
+  if constexpr (std::is_arithmetic_v<T>) {
+    ar(binary_data(vector.data(), static_cast<std::size_t>(size) * sizeof(T)));
+  } else {
+    for (auto&& v : vector) ar(v);
+  }
+}
+
+template <class A>
+void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<bool, A>& vector) {
+  size_type size;
+  ar(make_size_tag(size));
+  tlaunch::wire::detail::check_claim(size, 1, "a vector<bool>");
+  vector.resize(static_cast<std::size_t>(size));
+  for (auto&& v : vector) {
+    bool b;
+    ar(b);
+    v = b;
+  }
+}
+}  // namespace cereal

@@ -178,6 +178,14 @@ struct ref_arg {
   }
 };
 
+// Stands in for a ref to a node that is not in the program.
+struct unresolved_ref {
+  template <class H>
+  operator H() const {
+    return H{};
+  }
+};
+
 template <class Spec, class Program, class A>
 decltype(auto) map_arg(runtime& rt, const A& a) {
   if constexpr (is_ref<A>::value) {
@@ -188,7 +196,9 @@ decltype(auto) map_arg(runtime& rt, const A& a) {
         const node_info& n = rt.nodes()[idx];
         return ref_arg<Spec::name, A::name, typename target::type>{&rt, n.first, n.replicas};
       } else {
-        return a;  // no such node: program() has already said so; no second error here
+        // No such node: program() has already said so. This converts to whatever the
+        // constructor takes, so that no second error follows.
+        return unresolved_ref{};
       }
     }(static_cast<Program*>(nullptr));
   } else {

@@ -81,6 +81,15 @@ fi
 ((status != 0)) || fail "the program compiled, but it must be rejected"
 ((status == 1)) || fail "the compiler did not report errors normally (it crashed or was killed)"
 grep -qF -- "$message" "$log" || fail "the diagnostics do not contain the message: $message"
+# The first error is the one that says what is wrong; with GCC it is the only one
+# (clang also reports where the failed check's value is used).
+errors=$(grep -E '(^|: )error: ' "$log")
+[[ $(head -n 1 <<<"$errors") == *"$message"* ]] ||
+  fail "the first error is not the message: $(head -n 1 <<<"$errors")"
+if "${cxx[@]}" --version 2>/dev/null | grep -q "Free Software Foundation"; then
+  n=$(grep -c . <<<"$errors")
+  ((n == 1)) || fail "GCC reports $n errors; only the message was expected"
+fi
 for re in "${lines[@]}"; do
   full=$(expand_names "$re")
   grep -qE -- "$full" "$log" || fail "no diagnostic line matches: $re (as $full)"

@@ -138,6 +138,17 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached_path(TLAUNCH_HELLO_WORLD_EXE)).empty());
   }
 
+  TEST_CASE("--coordinator-host=::1: the nodes register over IPv6") {
+    // The coordinator listens on that address only, so nodes that dialed anything
+    // else would never register.
+    auto r = it::run(ssh_launch(TLAUNCH_HELLO_WORLD_EXE, {h2(), h3()}, {"--coordinator-host=::1"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(process::occurrences(r.out, "] added 100, total now ") == 4);
+    CHECK(has(r.out, "total now 400\n"));
+  }
+
   TEST_CASE("consumer_producers across two hosts: the consumer gets every producer's result") {
     auto r = it::run(ssh_launch(TLAUNCH_CONSUMER_PRODUCERS_EXE, {h2(), h3()}), 60s);
     CAPTURE(r.all);

@@ -112,19 +112,13 @@ class handle {
   template <auto M, class... A>
   asio::awaitable<detail::result_of<M>> call(call_options opt, A&&... args) const {
     static_assert(detail::check_call<S, M>());
-    using R = detail::result_of<M>;
     check_bound<M>();
     if constexpr (!detail::method_traits<decltype(M)>::is_coroutine) {
       if (opt.timeout.count() == 0)
         if (rpc::instance* inst = direct_ ? direct_ : rt_->local(flat_))
           return call_colocated<M>(rt_, flat_, inst, make_args<M>(std::forward<A>(args)...));
     }
-    // The initiation's own awaitable, not a coroutine around it: one frame per call.
-    return asio::async_initiate<const asio::use_awaitable_t<>, detail::completion_signature<R>>(
-        [rt = rt_, flat = flat_, direct = direct_, opt](auto handler, auto&& t) {
-          rpc::start_call<M>(*rt, flat, direct, opt, std::move(t), std::move(handler));
-        },
-        asio::use_awaitable, make_args<M>(std::forward<A>(args)...));
+    return initiate<M>(rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...));
   }
 
   // Starts M now; the reply is awaited later through the future.
@@ -160,6 +154,19 @@ class handle {
   }
 
  private:
+  // The call as an awaitable: the initiation's own, not a coroutine around it
+  // (one frame per call).
+  template <auto M, class Args>
+  static auto initiate(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct,
+                       call_options opt, Args&& args) {
+    return asio::async_initiate<const asio::use_awaitable_t<>,
+                                detail::completion_signature<detail::result_of<M>>>(
+        [rt, flat, direct, opt](auto handler, auto&& t) {
+          rpc::start_call<M>(*rt, flat, direct, opt, std::move(t), std::move(handler));
+        },
+        asio::use_awaitable, std::forward<Args>(args));
+  }
+
   // A plain method of an instance in this process, without a deadline. On the
   // process's only io thread it runs as soon as this is awaited, when its strand
   // is idle, and the caller goes on at once: no trip through the io_context,
@@ -170,12 +177,7 @@ class handle {
                                                               rpc::instance* inst, Args args) {
     using R = detail::result_of<M>;
     if (!rt->on_only_io_thread())
-      co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                              detail::completion_signature<R>>(
-          [rt, flat, inst](auto handler, auto&& t) {
-            rpc::start_call<M>(*rt, flat, inst, call_options{}, std::move(t), std::move(handler));
-          },
-          asio::use_awaitable, std::move(args));
+      co_return co_await initiate<M>(rt, flat, inst, call_options{}, std::move(args));
     std::exception_ptr e;
     rpc::result_holder<R> r{};
     bool ran = false;

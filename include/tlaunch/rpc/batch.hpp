@@ -218,15 +218,11 @@ struct batch_job {
 
 template <class F>
 struct batch_job_for final : batch_job {
-  explicit batch_job_for(F&& f) : batch_job{&do_run, destroy_fn()}, fn(std::move(f)) {}
   static void do_run(batch_job* j) { static_cast<batch_job_for*>(j)->fn(); }
   static void do_destroy(batch_job* j) { static_cast<batch_job_for*>(j)->~batch_job_for(); }
-  static constexpr void (*destroy_fn())(batch_job*) {
-    if constexpr (std::is_trivially_destructible_v<F>)
-      return nullptr;
-    else
-      return &do_destroy;
-  }
+  explicit batch_job_for(F&& f)
+      : batch_job{&do_run, std::is_trivially_destructible_v<F> ? nullptr : &do_destroy},
+        fn(std::move(f)) {}
   F fn;
 };
 
@@ -277,13 +273,11 @@ class batch_group {
     while (batch_job* j = head_) {
       head_ = j->next;
       if (!head_) tail_ = nullptr;
-      if (!j->destroy) {
-        j->run(j);
-        continue;
-      }
       struct destroy {
         batch_job* j;
-        ~destroy() { j->destroy(j); }
+        ~destroy() {
+          if (j->destroy) j->destroy(j);
+        }
       } d{j};
       j->run(j);
     }

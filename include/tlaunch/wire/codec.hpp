@@ -344,6 +344,14 @@ inline void check_claim(std::uint64_t count, std::size_t min_bytes_each, const c
                             " elements, but only " + std::to_string(left) +
                             " bytes of the payload are left");
 }
+// Reads a string's or vector's size field and checks its claim.
+inline std::size_t claimed_size(cereal::BinaryInputArchive& ar, std::size_t min_bytes_each,
+                                const char* what) {
+  cereal::size_type size;
+  ar(cereal::make_size_tag(size));
+  check_claim(size, min_bytes_each, what);
+  return static_cast<std::size_t>(size);
+}
 template <class T>
 inline constexpr std::size_t min_serialized_size =
     std::is_arithmetic_v<T> ? sizeof(T) : (std::is_empty_v<T> ? 0 : 1);
@@ -354,23 +362,19 @@ inline constexpr std::size_t min_serialized_size =
 namespace cereal {
 template <class CharT, class Traits, class Alloc>
 void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::basic_string<CharT, Traits, Alloc>& str) {
-  size_type size;
-  ar(make_size_tag(size));
-  tlaunch::wire::detail::check_claim(size, sizeof(CharT), "a string");
-  str.resize(static_cast<std::size_t>(size));
-  ar(binary_data(const_cast<CharT*>(str.data()), static_cast<std::size_t>(size) * sizeof(CharT)));
+  std::size_t size = tlaunch::wire::detail::claimed_size(ar, sizeof(CharT), "a string");
+  str.resize(size);
+  ar(binary_data(const_cast<CharT*>(str.data()), size * sizeof(CharT)));
 }
 
 template <class T, class A>
   requires(!std::is_same_v<T, bool>)
 void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<T, A>& vector) {
-  size_type size;
-  ar(make_size_tag(size));
-  tlaunch::wire::detail::check_claim(size, tlaunch::wire::detail::min_serialized_size<T>,
-                                     "a vector");
-  vector.resize(static_cast<std::size_t>(size));
+  std::size_t size = tlaunch::wire::detail::claimed_size(
+      ar, tlaunch::wire::detail::min_serialized_size<T>, "a vector");
+  vector.resize(size);
   if constexpr (std::is_arithmetic_v<T>) {
-    ar(binary_data(vector.data(), static_cast<std::size_t>(size) * sizeof(T)));
+    ar(binary_data(vector.data(), size * sizeof(T)));
   } else {
     for (auto&& v : vector) ar(v);
   }
@@ -378,10 +382,7 @@ void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<T, A>& vector
 
 template <class A>
 void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<bool, A>& vector) {
-  size_type size;
-  ar(make_size_tag(size));
-  tlaunch::wire::detail::check_claim(size, 1, "a vector<bool>");
-  vector.resize(static_cast<std::size_t>(size));
+  vector.resize(tlaunch::wire::detail::claimed_size(ar, 1, "a vector<bool>"));
   for (auto&& v : vector) {
     bool b;
     ar(b);

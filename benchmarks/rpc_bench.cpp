@@ -264,6 +264,33 @@ class Driver {
     co_return co_await tlaunch_pipelined_with<&Ping::echo>(inflight, count, rec, tlaunch::bytes(body));
   }
 
+#ifdef TLAUNCH_BENCH_GRPC
+  // One round of gRPC calls on a thread of its own, so the io pool keeps serving.
+  // gRPC's threads sleep in its own pollers: spinning io threads would only take
+  // their cores, so busy polling is off in both processes while it runs.
+  asio::awaitable<double> grpc_round(tlaunch::context& ctx, bench::grpc_ping_client& client,
+                                     std::size_t warmup, std::size_t count,
+                                     bench::latency_recorder& rec, bool shared_process) {
+    const auto poll = ctx.busy_poll();
+    if (poll.count() != 0) {
+      ctx.set_busy_poll(std::chrono::microseconds(0));
+      if (!shared_process) co_await ping.call<&Ping::busy_poll>(0);
+    }
+    auto job = std::async(std::launch::async, [&] { return client.sequential(warmup, count, rec); });
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    double wall = job.get();
+    if (poll.count() != 0) {
+      ctx.set_busy_poll(poll);
+      if (!shared_process) co_await ping.call<&Ping::busy_poll>(poll.count());
+    }
+    co_return wall;
+  }
+#endif
+
   // The ping node starts its servers in run(), which may begin after ours.
   template <auto M>
   asio::awaitable<std::string> address_of(tlaunch::context& ctx) {
@@ -313,7 +340,15 @@ class Driver {
                   use_add_ ? "add(int32, int32) -> int64" : "echo(tlaunch::bytes)", pinned.c_str(),
                   busy.c_str());
 
-    // Sequential: rounds alternate baseline and tlaunch; warm-up before each first round.
+    // gRPC's ping, when built: its rounds join the sequential ones.
+    std::optional<bench::summary> grpc_seq;
+    bench::latency_recorder grpc_rec;
+#ifdef TLAUNCH_BENCH_GRPC
+    double wall_grpc = 0;
+    bench::grpc_ping_client grpc_client(co_await address_of<&Ping::grpc_address>(ctx));
+#endif
+    // Sequential: rounds alternate baseline, tlaunch (and gRPC); warm-up before each
+    // first round.
     bench::latency_recorder seq_b, seq_t, pipe_b, pipe_t, bulk_t, local_t;
     double wall_seq_b = 0, wall_seq_t = 0, wall_pipe_b = 0, wall_pipe_t = 0;
     std::size_t per_round = std::max<std::size_t>(1, o.count / o.rounds);
@@ -321,7 +356,13 @@ class Driver {
       std::size_t w = r == 0 ? o.warmup : 0;
       wall_seq_b += (co_await bench::echo_sequential(sock, wire, w, per_round, seq_b)).wall_seconds;
       wall_seq_t += co_await tlaunch_sequential(ping, body, w, per_round, seq_t, use_add_);
+#ifdef TLAUNCH_BENCH_GRPC
+      wall_grpc += co_await grpc_round(ctx, grpc_client, w, per_round, grpc_rec, shared_process);
+#endif
     }
+#ifdef TLAUNCH_BENCH_GRPC
+    grpc_seq = grpc_rec.summarize(wall_grpc);
+#endif
     // Pipelined: each round's rate is kept too, for the paired ratio.
     std::vector<double> round_rate_b, round_rate_t;
     for (std::size_t r = 0; r < o.rounds; ++r) {
@@ -366,29 +407,6 @@ class Driver {
     auto wall_local = co_await tlaunch_sequential(local, body, o.warmup, o.count, local_t, use_add_);
     sock.close();
 
-    // gRPC: blocking client on its own thread, so the io pool keeps serving.
-    std::optional<bench::summary> grpc_seq;
-    bench::latency_recorder grpc_rec;
-#ifdef TLAUNCH_BENCH_GRPC
-    {
-      // gRPC's threads sleep in its own pollers: spinning io threads would only take
-      // their cores, so busy polling is off for this run.
-      if (busy_poll.count() != 0) {
-        ctx.set_busy_poll(std::chrono::microseconds(0));
-        if (!shared_process) co_await ping.call<&Ping::busy_poll>(0);
-      }
-      auto gaddr = co_await address_of<&Ping::grpc_address>(ctx);
-      auto job = std::async(std::launch::async, [&] {
-        return bench::grpc_sequential(gaddr, o.warmup, o.count, grpc_rec);
-      });
-      asio::steady_timer t(co_await asio::this_coro::executor);
-      while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        t.expires_after(std::chrono::milliseconds(5));
-        co_await t.async_wait(asio::use_awaitable);
-      }
-      grpc_seq = job.get();
-    }
-#endif
 
     const std::uint64_t bytes = 2 * std::uint64_t(per_round * o.rounds) * wire;
     auto sb = seq_b.summarize(wall_seq_b, bytes), st = seq_t.summarize(wall_seq_t, bytes);

@@ -1,10 +1,11 @@
 // gRPC's version of the ping service and its sequential client, for rpc_bench's
-// comparison row: two int32 in, one int64 out, one call at a time on one channel.
+// comparison rows: two int32 in, one int64 out, one call at a time on one channel.
 // Built only when gRPC's development packages are found (benchmarks/CMakeLists.txt).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,31 +43,46 @@ class grpc_ping_server {
   int port_ = 0;
 };
 
-// warmup calls, then count timed calls, one at a time (blocking: run it off the io threads).
-inline summary grpc_sequential(const std::string& address, std::size_t warmup, std::size_t count,
-                               latency_recorder& rec) {
-  grpc::ChannelArguments args;
-  // One connection, like the other rows: no per-call channel or subchannel sharing tricks.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  auto stub = tlaunch_bench::Ping::NewStub(channel);
-  rec.reserve(rec.size() + count);
-  bench_clock::time_point start{};
-  for (std::size_t i = 0; i < warmup + count; ++i) {
-    if (i == warmup) start = bench_clock::now();
-    tlaunch_bench::AddRequest req;
-    req.set_a(static_cast<std::int32_t>(i));
-    req.set_b(2);
-    tlaunch_bench::AddReply reply;
-    grpc::ClientContext ctx;
-    auto t0 = bench_clock::now();
-    auto status = stub->Add(&ctx, req, &reply);
-    if (i >= warmup) rec.add(elapsed_ns(t0));
-    if (!status.ok())
-      throw std::runtime_error("gRPC call to " + address + " failed: " + status.error_message());
-    if (reply.sum() != std::int64_t(i) + 2) throw std::runtime_error("gRPC reply has the wrong sum");
+// A client on one channel (one connection, like the other rows), kept across rounds.
+class grpc_ping_client {
+ public:
+  explicit grpc_ping_client(const std::string& address) : address_(address) {
+    grpc::ChannelArguments args;
+    // No subchannel shared with other channels in this process.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub_ = tlaunch_bench::Ping::NewStub(channel_);
   }
-  return rec.summarize(double(elapsed_ns(start)) / 1e9);
-}
+
+  // warmup calls, then count timed calls, one at a time; returns the timed calls'
+  // wall time in seconds. Blocking: run it off the io threads.
+  double sequential(std::size_t warmup, std::size_t count, latency_recorder& rec) {
+    rec.reserve(rec.size() + count);
+    bench_clock::time_point start{};
+    for (std::size_t i = 0; i < warmup + count; ++i) {
+      if (i == warmup) start = bench_clock::now();
+      const auto a = static_cast<std::int32_t>(next_++ % 1000000);
+      tlaunch_bench::AddRequest req;
+      req.set_a(a);
+      req.set_b(2);
+      tlaunch_bench::AddReply reply;
+      grpc::ClientContext ctx;
+      auto t0 = bench_clock::now();
+      auto status = stub_->Add(&ctx, req, &reply);
+      if (i >= warmup) rec.add(elapsed_ns(t0));
+      if (!status.ok())
+        throw std::runtime_error("gRPC call to " + address_ + " failed: " + status.error_message());
+      if (reply.sum() != std::int64_t{a} + 2)
+        throw std::runtime_error("gRPC reply from " + address_ + " has the wrong sum");
+    }
+    return double(elapsed_ns(start)) / 1e9;
+  }
+
+ private:
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<tlaunch_bench::Ping::Stub> stub_;
+  std::uint64_t next_ = 0;
+};
 
 }  // namespace tlaunch::bench

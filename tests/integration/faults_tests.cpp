@@ -90,13 +90,28 @@ TEST_SUITE("faults") {
       auto took = std::chrono::steady_clock::now() - t0;
       CAPTURE(p.all());
       CHECK(!p.timed_out());
-      CHECK(code != 0);
+      CHECK(code == 1);
       CHECK(has(p.all(), "ignoring the stop from now on"));
       CHECK(has(p.err(), "grace period"));
       // 1 s of grace plus start-up and the launcher's margin, far from the 5 s default.
       CHECK(took < 4500ms);
       CHECK(it::node_pids(marker).empty());
     }
+  }
+
+  TEST_CASE("a node process that cannot even exit by itself is killed, and that is a failure") {
+    // SIGSTOP freezes the node's own grace-period exit too: only the launcher's kill ends it.
+    auto marker = it::unique_marker("freeze");
+    process p(faulty({"--launch=local_mp", "--grace=1"}, {"freeze"}, marker));
+    auto pids = started_nodes(p, marker);
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.all());
+    CHECK(!p.timed_out());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "[worker/0] did not stop within the grace period; killing it"));
+    CHECK(has(p.err(), "node worker/0 failed: did not stop within the grace period; killed"));
+    CHECK(it::all_gone(pids, 3s));
+    CHECK(it::node_pids(marker).empty());
   }
 
   TEST_CASE("SIGTERM and SIGINT to the launcher stop every node") {

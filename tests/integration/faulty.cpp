@@ -6,12 +6,15 @@
 //   abort             worker/0 calls std::abort()
 //   exit CODE         worker/0 ends its process with _exit(CODE)
 //   hang              worker/0 blocks its thread and ignores the stop; worker/1 stops the program
+//   freeze            as hang, but worker/0 stops its whole process with SIGSTOP (local_mp
+//                     only), so its own grace-period exit cannot run and the launcher kills it
 //   lines N           worker/0 logs N lines, then stops the program
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 // Further arguments are ignored: tests add a unique marker to find the processes.
 // Every worker first logs "ready pid=<pid>".
 #include <tlaunch/tlaunch.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -36,7 +39,7 @@ struct Worker {
     std::string mode = a.empty() ? "idle" : a[0];
     std::string param = a.size() > 1 ? a[1] : "";
     ctx.log("ready pid={} mode={}", ::getpid(), mode);
-    if (mode == "hang" && ctx.index() == 1) {
+    if ((mode == "hang" || mode == "freeze") && ctx.index() == 1) {
       co_await ctx.sleep_for(300ms);
       ctx.stop_program();
       co_return;
@@ -57,6 +60,10 @@ struct Worker {
     } else if (mode == "hang") {
       ctx.log("ignoring the stop from now on");
       for (;;) std::this_thread::sleep_for(50ms);  // blocks this io thread for good
+    } else if (mode == "freeze") {
+      ctx.log("freezing this process");
+      ::kill(::getpid(), SIGSTOP);
+      for (;;) std::this_thread::sleep_for(50ms);
     } else if (mode == "lines") {
       int n = std::stoi(param);
       for (int i = 1; i <= n; ++i) ctx.log("line {} of {}", i, n);

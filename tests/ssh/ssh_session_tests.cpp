@@ -457,10 +457,12 @@ TEST_SUITE("ssh_session") {
     auto s = ssh::session::connect(host(), options());
     SUBCASE("stops on EOF") {
       recorder rec;
-      auto child = s.exec("cat >/dev/null; echo stopping", rec.callbacks());
+      // Running before the kill, so the 2 s the kill waits for are not spent starting it.
+      auto child = s.exec("echo up; cat >/dev/null; echo stopping", rec.callbacks());
+      REQUIRE(rec.wait_out_lines(1));
       child->kill();
       REQUIRE(rec.wait_exit(10s));
-      CHECK(rec.out == std::vector<std::string>{"stopping"});
+      CHECK(rec.out == std::vector<std::string>{"up", "stopping"});
       CHECK(rec.status.ok());
     }
     SUBCASE("ignores EOF") {

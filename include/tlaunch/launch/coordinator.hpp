@@ -282,6 +282,13 @@ class coordinator final : public rpc::connection_sink {
           out_.print(s.where, stream::err,
                      "did not stop within the grace period; killing it");
           s.proc->kill();
+          // A node that had to be killed failed to stop, whoever's timer ran out first:
+          // its own (it exits with code 4) or this one (the kill is ours, not a failure).
+          if (failure_.empty()) {
+            failure_where_ = s.where;
+            failure_ = "did not stop within the grace period; killed";
+            exit_code_ = 1;
+          }
         }
     });
     finish_if_done();

@@ -21,6 +21,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -132,7 +133,8 @@ constexpr const char* usage =
     "  --rounds=N          alternate baseline and tlaunch in N rounds (default 4)\n"
     "  --no-histogram      table only\n"
     "  --json              one JSON object on stdout instead of the table\n"
-    "  --pin               pin driver and ping to separate CPUs (sched_setaffinity)\n";
+    "  --pin               pin driver and ping to separate CPUs (sched_setaffinity)\n"
+    "  --help              this list\n";
 
 bench_options parse_options(const std::vector<std::string>& args) {
   bench_options o;
@@ -160,7 +162,7 @@ bench_options parse_options(const std::vector<std::string>& args) {
     else if (flag == "--no-histogram") o.histogram = false;
     else throw std::invalid_argument("rpc_bench: unknown option '" + a + "'\n" + usage);
   }
-  if (o.count == 0) throw std::invalid_argument("rpc_bench: --count must be at least 1");
+  if (o.count == 0) throw std::invalid_argument("rpc_bench: --count must be at least 1\n" + std::string(usage));
   if (o.rounds == 0) o.rounds = 1;
   if (o.inflight == 0) o.inflight = 1;
   return o;
@@ -177,8 +179,7 @@ class Driver {
       co_await measure(ctx);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rpc_bench: %s\n", e.what());
-      ctx.stop_program();
-      throw;
+      throw;  // a failed run() stops the program; stop_program() first would hide the failure
     }
     ctx.stop_program();
   }
@@ -529,4 +530,25 @@ class Driver {
 constexpr auto program = tlaunch::program(tlaunch::node<"ping", Ping>(),
                                           tlaunch::node<"driver", Driver>(tlaunch::ref<"ping">));
 
-int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }
+// The program's options (after `--`) are checked here first, in every role, so that
+// --help prints them and a bad one is reported once, with them, before anything starts.
+int main(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--") {
+      args.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  try {
+    (void)parse_options(args);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s", e.what());
+    return 2;
+  }
+  return tlaunch::main(program, argc, argv);
+}

@@ -269,16 +269,17 @@ inline asio::awaitable<asio::ip::tcp::socket> connect_echo(const std::string& ho
   co_return s;
 }
 
-// One call at a time: warmup calls, then count timed ones. payload_bytes is the size of
-// the message body (what tlaunch would put after its frame header).
-inline asio::awaitable<summary> echo_sequential(asio::ip::tcp::socket& s, std::size_t payload_bytes,
-                                                std::size_t warmup, std::size_t count,
-                                                latency_recorder& rec,
-                                                write_mode mode = write_mode::write_some_loop) {
+// One call at a time: warmup calls, then count timed ones added to rec; returns the
+// timed calls' wall time in seconds. payload_bytes is the size of the message body
+// (what tlaunch would put after its frame header).
+inline asio::awaitable<double> echo_sequential_run(asio::ip::tcp::socket& s,
+                                                   std::size_t payload_bytes, std::size_t warmup,
+                                                   std::size_t count, latency_recorder& rec,
+                                                   write_mode mode = write_mode::write_some_loop) {
   aligned_bytes body(payload_bytes);
   std::memset(body.data(), 'x', body.size());
   frame_reader reader(payload_bytes + echo_header_bytes);
-  rec.reserve(rec.size() + count);
+  if (rec.capacity() < rec.size() + count) rec.reserve(std::max(rec.size() + count, 2 * rec.size()));
   bench_clock::time_point start{};
   for (std::size_t i = 0; i < warmup + count; ++i) {
     if (i == warmup) start = bench_clock::now();
@@ -290,7 +291,15 @@ inline asio::awaitable<summary> echo_sequential(asio::ip::tcp::socket& s, std::s
       throw std::runtime_error("echo baseline: reply does not match the request");
     if (i >= warmup) rec.add(elapsed_ns(t0));
   }
-  double wall = double(elapsed_ns(start)) / 1e9;
+  co_return double(elapsed_ns(start)) / 1e9;
+}
+
+// The same, summarized: rec's samples, this run's wall time and bytes.
+inline asio::awaitable<summary> echo_sequential(asio::ip::tcp::socket& s, std::size_t payload_bytes,
+                                                std::size_t warmup, std::size_t count,
+                                                latency_recorder& rec,
+                                                write_mode mode = write_mode::write_some_loop) {
+  double wall = co_await echo_sequential_run(s, payload_bytes, warmup, count, rec, mode);
   co_return rec.summarize(wall, 2 * count * payload_bytes);
 }
 

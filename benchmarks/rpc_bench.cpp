@@ -348,15 +348,33 @@ class Driver {
     double wall_grpc = 0;
     bench::grpc_ping_client grpc_client(co_await address_of<&Ping::grpc_address>(ctx));
 #endif
-    // Sequential: rounds alternate baseline, tlaunch (and gRPC); warm-up before each
-    // first round.
+    // Sequential: rounds alternate baseline and tlaunch (and gRPC); warm-up before
+    // each first round. Within a round the two take turns in short runs, the round's
+    // first run alternating between them: how fast a wake-up is can depend on what
+    // the threads did just before (on this project's test VM a few thousand short
+    // sleeps in a row make them several times slower, and gRPC's longer sleeps make
+    // them fast again), so whole runs one after the other would favour the first.
     bench::latency_recorder seq_b, seq_t, pipe_b, pipe_t, bulk_t, local_t;
     double wall_seq_b = 0, wall_seq_t = 0, wall_pipe_b = 0, wall_pipe_t = 0;
     std::size_t per_round = std::max<std::size_t>(1, o.count / o.rounds);
+    seq_b.reserve(per_round * o.rounds);
+    seq_t.reserve(per_round * o.rounds);
     for (std::size_t r = 0; r < o.rounds; ++r) {
       std::size_t w = r == 0 ? o.warmup : 0;
-      wall_seq_b += (co_await bench::echo_sequential(sock, wire, w, per_round, seq_b)).wall_seconds;
-      wall_seq_t += co_await tlaunch_sequential(ping, body, w, per_round, seq_t, use_add_);
+      bool baseline_turn = r % 2 == 0;
+      for (std::size_t done = 0, left_b = per_round, left_t = per_round; left_b + left_t > 0;
+           baseline_turn = !baseline_turn) {
+        std::size_t& left = baseline_turn ? left_b : left_t;
+        std::size_t n = std::min(left, seq_turn);
+        if (n == 0) continue;
+        std::size_t warm = done < 2 ? w : 0;
+        if (baseline_turn)
+          wall_seq_b += co_await bench::echo_sequential_run(sock, wire, warm, n, seq_b);
+        else
+          wall_seq_t += co_await tlaunch_sequential(ping, body, warm, n, seq_t, use_add_);
+        left -= n;
+        ++done;
+      }
 #ifdef TLAUNCH_BENCH_GRPC
       wall_grpc += co_await grpc_round(ctx, grpc_client, w, per_round, grpc_rec, shared_process);
 #endif
@@ -525,6 +543,8 @@ class Driver {
 
   tlaunch::handle<Ping> ping;
   bool use_add_ = true;
+  // Calls in one turn of the sequential rounds, where baseline and tlaunch take turns.
+  static constexpr std::size_t seq_turn = 500;
 };
 
 constexpr auto program = tlaunch::program(tlaunch::node<"ping", Ping>(),

@@ -41,6 +41,7 @@ class latency_recorder {
   void add(std::uint64_t ns) { samples_.push_back(ns); }
   void clear() { samples_.clear(); }
   std::size_t size() const { return samples_.size(); }
+  std::size_t capacity() const { return samples_.capacity(); }
   const std::vector<std::uint64_t>& samples() const { return samples_; }
 
   // wall_seconds and bytes only feed the rates; they are not derived from the samples

@@ -2,9 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <asio/io_context.hpp>
+#include <string>
 #include <thread>
 
 #include "baseline.hpp"
+#include "raw_socket.hpp"
 #include "stats.hpp"
 
 using namespace tlaunch::bench;
@@ -154,5 +156,67 @@ TEST_SUITE("bench") {
     io.run();
     CHECK(aligned);
     CHECK(intact);
+  }
+
+  TEST_CASE("the raw socket echo answers one message at a time, blocking and spinning") {
+    for (std::int64_t spin : {0, 50}) {
+      CAPTURE(spin);
+      raw_echo_server server(spin);
+      auto port = server.start("127.0.0.1");
+      REQUIRE(port != 0);
+      raw_echo_client client("127.0.0.1", port);
+      latency_recorder rec;
+      double wall = client.sequential(8, 5, 200, rec, spin);
+      client.sequential(4096, 0, 20, rec, spin);
+      CHECK(rec.size() == 220);
+      CHECK(wall > 0);
+      CHECK(rec.summarize(wall).p50_ns > 0);
+      CHECK(server.connections() == 1);
+    }
+  }
+
+  TEST_CASE("the raw socket client speaks the baseline's messages") {
+    // Against the Asio echo server: same header, same id at byte 16.
+    asio::io_context io;
+    echo_server server(io.get_executor());
+    auto port = server.start("127.0.0.1");
+    std::thread t([&] { io.run(); });
+    latency_recorder rec;
+    {
+      raw_echo_client client("127.0.0.1", port);
+      CHECK_NOTHROW(client.sequential(8, 0, 50, rec));
+      CHECK_NOTHROW(client.sequential(100000, 0, 3, rec));
+    }
+    server.stop();
+    t.join();
+    CHECK(rec.size() == 53);
+  }
+
+  TEST_CASE("the raw socket client names the address it cannot reach or that closed") {
+    std::uint16_t free_port;
+    {
+      raw_echo_server probe;
+      free_port = probe.start("127.0.0.1");
+    }  // stopped: nothing listens there now
+    const std::string where = "127.0.0.1:" + std::to_string(free_port);
+    try {
+      raw_echo_client client("127.0.0.1", free_port);
+      FAIL("connected to a closed port");
+    } catch (const std::system_error& e) {
+      CHECK(std::string(e.what()).find("cannot connect to " + where) != std::string::npos);
+    }
+
+    raw_echo_server server;
+    auto port = server.start("127.0.0.1");
+    raw_echo_client client("127.0.0.1", port);
+    latency_recorder rec;
+    client.sequential(8, 0, 3, rec);
+    server.stop();  // ends the connection
+    try {
+      client.sequential(8, 0, 3, rec);
+      FAIL("a call on a closed connection returned");
+    } catch (const std::exception& e) {
+      CHECK(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+    }
   }
 }

@@ -62,7 +62,7 @@ def main():
     if run.returncode != 0:
         fail(f"rpc_bench exited with {run.returncode}: {run.stderr}")
     report = plot.read_report(run.stdout)
-    for name in ("baseline_sequential", "tlaunch_sequential"):
+    for name in ("baseline_sequential", "tlaunch_sequential", "raw_sequential"):
         buckets = report["histograms"].get(name)
         if not buckets or sum(b["count"] for b in buckets) != 300:
             fail(f"histogram {name} does not count the 300 timed calls: {buckets}")

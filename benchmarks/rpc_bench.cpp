@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "baseline.hpp"
+#include "raw_socket.hpp"
 #include "stats.hpp"
 #ifdef TLAUNCH_BENCH_GRPC
 #include "grpc/grpc_ping.hpp"
@@ -69,6 +70,7 @@ struct Ping {
   // "host:port" of the baseline echo server, empty until run() has started it.
   std::string baseline_address() { return baseline_; }
   std::string grpc_address() { return grpc_; }
+  std::string raw_address() { return raw_; }
   // Which process this is, so the driver can tell whether they share one.
   std::string process() { return host_name() + "/" + std::to_string(::getpid()); }
   bool pin(std::int32_t cpu) { return pin_process(cpu); }
@@ -80,7 +82,7 @@ struct Ping {
   }
 
   using rpc = tlaunch::methods<&Ping::add, &Ping::echo, &Ping::baseline_address, &Ping::grpc_address,
-                               &Ping::process, &Ping::pin, &Ping::busy_poll>;
+                               &Ping::raw_address, &Ping::process, &Ping::pin, &Ping::busy_poll>;
 
   asio::awaitable<void> run(tlaunch::context& ctx) {
     ctx_ = &ctx;
@@ -91,17 +93,23 @@ struct Ping {
     grpc_server_ = std::make_unique<bench::grpc_ping_server>(host);
     grpc_ = host + ":" + std::to_string(grpc_server_->port());
 #endif
-    baseline_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                std::to_string(port);
+    // The raw echo's threads spin as long as --busy-poll lets the io threads.
+    raw_echo_ = std::make_unique<bench::raw_echo_server>(ctx.busy_poll().count());
+    auto raw_port = raw_echo_->start(host);
+    auto bracketed = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    raw_ = bracketed + ":" + std::to_string(raw_port);
+    baseline_ = bracketed + ":" + std::to_string(port);
     co_await ctx.stopped();
     echo_->stop();
+    raw_echo_->stop();
     ctx_ = nullptr;
   }
 
  private:
   tlaunch::context* ctx_ = nullptr;
   std::unique_ptr<bench::echo_server> echo_;
-  std::string baseline_, grpc_;
+  std::unique_ptr<bench::raw_echo_server> raw_echo_;
+  std::string baseline_, grpc_, raw_;
 #ifdef TLAUNCH_BENCH_GRPC
   std::unique_ptr<bench::grpc_ping_server> grpc_server_;
 #endif
@@ -265,32 +273,37 @@ class Driver {
     co_return co_await tlaunch_pipelined_with<&Ping::echo>(inflight, count, rec, tlaunch::bytes(body));
   }
 
-#ifdef TLAUNCH_BENCH_GRPC
-  // One round of gRPC calls on a thread of its own, so the io pool keeps serving.
-  // gRPC's threads sleep in its own pollers: spinning io threads would only take
-  // their cores, so busy polling is off in both processes while it runs.
-  asio::awaitable<double> grpc_round(tlaunch::context& ctx, bench::grpc_ping_client& client,
-                                     std::size_t warmup, std::size_t count,
-                                     bench::latency_recorder& rec, bool shared_process) {
+  // One round of blocking calls (gRPC's, the raw socket's) on a thread of its own,
+  // so the io pool keeps serving; returns what job returns. Busy polling is off in
+  // both processes meanwhile: spinning io threads would only take the cores that
+  // gRPC's threads, or the raw echo's spinning ones, need.
+  template <class Job>
+  asio::awaitable<double> off_io_round(tlaunch::context& ctx, bool shared_process, Job job) {
     const auto poll = ctx.busy_poll();
     if (poll.count() != 0) {
       ctx.set_busy_poll(std::chrono::microseconds(0));
       if (!shared_process) co_await ping.call<&Ping::busy_poll>(0);
     }
-    auto job = std::async(std::launch::async, [&] { return client.sequential(warmup, count, rec); });
+    auto done = std::async(std::launch::async, std::move(job));
     asio::steady_timer t(co_await asio::this_coro::executor);
-    while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    while (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       t.expires_after(std::chrono::milliseconds(5));
       co_await t.async_wait(asio::use_awaitable);
     }
-    double wall = job.get();
+    double wall = done.get();
     if (poll.count() != 0) {
       ctx.set_busy_poll(poll);
       if (!shared_process) co_await ping.call<&Ping::busy_poll>(poll.count());
     }
     co_return wall;
   }
-#endif
+
+  static std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
+    auto colon = address.rfind(':');
+    std::string host = address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    return {host, static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)))};
+  }
 
   // The ping node starts its servers in run(), which may begin after ours.
   template <auto M>
@@ -326,11 +339,13 @@ class Driver {
     }
 
     auto address = co_await address_of<&Ping::baseline_address>(ctx);
-    auto colon = address.rfind(':');
-    std::string bhost = address.substr(0, colon);
-    if (bhost.size() > 2 && bhost.front() == '[') bhost = bhost.substr(1, bhost.size() - 2);
-    auto bport = static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)));
+    auto [bhost, bport] = split_address(address);
     auto sock = co_await bench::connect_echo(bhost, bport);
+    // The raw socket echo: the same messages with no event loop on either side.
+    auto [rhost, rport] = split_address(co_await address_of<&Ping::raw_address>(ctx));
+    bench::raw_echo_client raw_client(rhost, rport);
+    bench::latency_recorder raw_rec;
+    double wall_raw = 0;
 
     const auto busy_poll = ctx.busy_poll();
     std::string busy = busy_poll.count() == 0 ? "off" : std::to_string(busy_poll.count()) + " us";
@@ -375,8 +390,12 @@ class Driver {
         left -= n;
         ++done;
       }
+      wall_raw += co_await off_io_round(ctx, shared_process, [&, w] {
+        return raw_client.sequential(wire, w, per_round, raw_rec, busy_poll.count());
+      });
 #ifdef TLAUNCH_BENCH_GRPC
-      wall_grpc += co_await grpc_round(ctx, grpc_client, w, per_round, grpc_rec, shared_process);
+      wall_grpc += co_await off_io_round(
+          ctx, shared_process, [&, w] { return grpc_client.sequential(w, per_round, grpc_rec); });
 #endif
     }
 #ifdef TLAUNCH_BENCH_GRPC
@@ -433,6 +452,7 @@ class Driver {
     auto bb = bulk_best.value_or(bench::summary{});
     auto bt = bulk_t.summarize(wall_bulk_t, 2 * std::uint64_t(bulk_total) * bulk_wire);
     auto lt = local_t.summarize(wall_local);
+    auto rs = raw_rec.summarize(wall_raw, bytes);
 
     std::string shape = use_add_ ? "8 B add" : std::to_string(o.payload) + " B echo";
     std::string pipe_name = "pipelined x" + std::to_string(o.inflight) + " " + shape;
@@ -480,6 +500,11 @@ class Driver {
     if (use_add_) rows.back().target_value = 1000;
     time_row("colocated " + shape, "p99", double(lt.p99_ns), std::nullopt, std::nullopt);
     rate_row("colocated " + shape, "calls/s", lt.calls_per_second(), std::nullopt, std::nullopt);
+    // The path's floor: tlaunch against the raw socket echo (no event loop).
+    time_row("vs raw socket: sequential", "p50", double(st.p50_ns), double(rs.p50_ns), std::nullopt);
+    rows.back().baseline_name = "raw";
+    time_row("vs raw socket: sequential", "p99", double(st.p99_ns), double(rs.p99_ns), std::nullopt);
+    rows.back().baseline_name = "raw";
     if (grpc_seq) {
       // Here the baseline is gRPC: tlaunch should be at most a quarter of it.
       time_row("vs gRPC: sequential", "p50", double(st.p50_ns), double(grpc_seq->p50_ns),
@@ -489,6 +514,8 @@ class Driver {
       rows.back().baseline_name = "grpc";
       // What the path allows: the plain echo against gRPC.
       time_row("vs gRPC: plain echo", "p50", double(sb.p50_ns), double(grpc_seq->p50_ns), std::nullopt);
+      rows.back().baseline_name = "grpc";
+      time_row("vs gRPC: raw socket", "p50", double(rs.p50_ns), double(grpc_seq->p50_ns), std::nullopt);
       rows.back().baseline_name = "grpc";
     }
 
@@ -513,12 +540,13 @@ class Driver {
       std::vector<bench::named_summary> results = {
           {"baseline_sequential", sb}, {"tlaunch_sequential", st}, {"baseline_pipelined", pb},
           {"tlaunch_pipelined", pt},   {"baseline_bulk", bb},      {"tlaunch_bulk", bt},
-          {"colocated_sequential", lt}};
+          {"colocated_sequential", lt}, {"raw_sequential", rs}};
       if (grpc_seq) results.emplace_back("grpc_sequential", *grpc_seq);
       // Sequential latency histograms (benchmarks/plot_histogram.py draws them).
       std::vector<bench::named_histogram> histograms = {
           {"baseline_sequential", bench::log_histogram(seq_b.samples())},
-          {"tlaunch_sequential", bench::log_histogram(seq_t.samples())}};
+          {"tlaunch_sequential", bench::log_histogram(seq_t.samples())},
+          {"raw_sequential", bench::log_histogram(raw_rec.samples())}};
       if (grpc_seq) histograms.emplace_back("grpc_sequential", bench::log_histogram(grpc_rec.samples()));
       std::fputs(bench::to_json(config, results, rows, histograms).c_str(), stdout);
     } else {
@@ -527,7 +555,9 @@ class Driver {
                   " calls/s med: the median round of each, and the median of the rounds' ratios\n"
                   " (tlaunch round against the baseline round before it);\n"
                   " bulk MB/s counts both directions; baseline bulk writes with %s)\n",
-                  grpc_seq ? ", or gRPC where marked" : "", bench::to_string(bulk_mode));
+                  grpc_seq ? ", or the raw socket echo or gRPC where marked"
+                           : ", or the raw socket echo where marked",
+                  bench::to_string(bulk_mode));
       if (shared_process)
         std::printf(" ping and driver share a process, so tlaunch's calls above are direct, not over\n"
                     " TCP: run with --launch=local_mp (or ssh) for the cross-process figures\n");

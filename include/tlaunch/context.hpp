@@ -73,8 +73,8 @@ class context {
   // The program's own arguments: everything after `--` on the command line.
   const std::vector<std::string>& args() const noexcept { return rt_.options().user_args; }
 
-  // Busy polling of this process's io threads (see --busy-poll); it is shared by
-  // every node of the process. 0 turns it off.
+  // Busy polling of this process's io threads and connections (see --busy-poll);
+  // it is shared by every node of the process. 0 turns it off.
   std::chrono::microseconds busy_poll() const { return rt_.busy_poll(); }
   void set_busy_poll(std::chrono::microseconds d) const { rt_.set_busy_poll(d); }
 

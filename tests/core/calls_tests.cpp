@@ -251,11 +251,12 @@ struct Mixer {
 struct Spinner {
   tlaunch::context* ctx = nullptr;
   std::int64_t add(std::int64_t a, std::int64_t b) { return a + b; }
+  std::vector<char> echo(std::vector<char> v) { return v; }
   std::int64_t poll_us() { return ctx ? ctx->busy_poll().count() : -1; }
   void set_poll(std::int64_t us) {
     if (ctx) ctx->set_busy_poll(std::chrono::microseconds(us));
   }
-  using rpc = tlaunch::methods<&Spinner::add, &Spinner::poll_us, &Spinner::set_poll>;
+  using rpc = tlaunch::methods<&Spinner::add, &Spinner::echo, &Spinner::poll_us, &Spinner::set_poll>;
   asio::awaitable<void> run(tlaunch::context& c) {
     ctx = &c;
     co_await c.stopped();
@@ -578,6 +579,53 @@ TEST_SUITE("calls") {
       // Now they sleep in the reactor, as by default.
       CHECK(idle_cpu_share() < 0.2);
       CHECK(s.sync<&Spinner::add>(1, 2) == 3);
+      t.stop();
+      CHECK(t.wait() == 0);
+    }
+  }
+
+  TEST_CASE("busy polling reads by polling: every frame shape, large payloads, pauses, and off again") {
+    constexpr auto p = tlaunch::program(tlaunch::node<"counter", Counter>(),
+                                        tlaunch::node<"mixer", Mixer>(tlaunch::ref<"counter">),
+                                        tlaunch::node<"spinner", Spinner>());
+    for (unsigned threads : {1u, 2u}) {
+      CAPTURE(threads);
+      auto o = opts(true);
+      o.threads = threads;
+      // Longer than the calls below take: on two cores, two polling io threads
+      // can keep the test's thread from the CPU for a while between its calls.
+      o.busy_poll = 5s;
+      tlaunch::testing::test_launch t(p, o);
+      auto s = t.get<"spinner">();
+      REQUIRE(eventually([&] { return s.sync<&Spinner::poll_us>() >= 0; }));
+      // Calls one after the other: the call and its reply each come in a read
+      // of their own, while the connection is polling.
+      const auto before = tlaunch::rpc::polled_reads.load();
+      for (std::int64_t i = 0; i < 200; ++i) REQUIRE(s.sync<&Spinner::add>(i, 7) == i + 7);
+      CHECK(tlaunch::rpc::polled_reads.load() - before >= 200);  // of about 400
+      for (int round = 0; round < 3; ++round)
+        CHECK(t.get<"mixer">().sync<&Mixer::mixed>(tlaunch::call_options{.timeout = 20s}, 1000) == "ok");
+      s.sync<&Spinner::set_poll>(200);  // counts at once, also for a read polling now
+      CHECK(s.sync<&Spinner::poll_us>() == 200);
+      // A frame larger than the read buffer: read into a buffer of its own.
+      std::vector<char> big(3 << 20);
+      for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13);
+      CHECK(s.sync<&Spinner::echo>(big) == big);
+      // Pauses longer than the polling: the waits went to the reactor, and the
+      // next call is still read.
+      for (std::int64_t i = 0; i < 5; ++i) {
+        std::this_thread::sleep_for(5ms);
+        CHECK(s.sync<&Spinner::add>(i, 1) == i + 1);
+      }
+      s.sync<&Spinner::set_poll>(0);
+      CHECK(s.sync<&Spinner::poll_us>() == 0);
+      std::this_thread::sleep_for(20ms);  // a polling turn in progress ends
+      const auto off = tlaunch::rpc::polled_reads.load();
+      for (std::int64_t i = 0; i < 50; ++i) CHECK(s.sync<&Spinner::add>(i, 2) == i + 2);
+      CHECK(tlaunch::rpc::polled_reads.load() == off);  // the reactor's reads again
+      s.sync<&Spinner::set_poll>(5'000'000);  // on again (long: see above)
+      for (std::int64_t i = 0; i < 50; ++i) CHECK(s.sync<&Spinner::add>(i, 3) == i + 3);
+      CHECK(tlaunch::rpc::polled_reads.load() > off);
       t.stop();
       CHECK(t.wait() == 0);
     }

@@ -72,6 +72,7 @@ class runtime final : public rpc::connection_sink {
     cfg->name = std::move(self_name);
     cfg->max_frame = opt_.max_frame;
     cfg->single_io_thread = opt_.threads <= 1;
+    cfg->busy_poll_us = &busy_poll_us_;
     cfg_ = std::move(cfg);
   }
 

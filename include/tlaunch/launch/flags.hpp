@@ -56,8 +56,10 @@ Launch:
   --replicas NAME=N[,...]  override a node's replica count (repeatable)
   --threads=N              io threads per process (default: 2 for local_mt, 1 per
                            node process, where the thread that reads also replies)
-  --busy-poll=MICROSECONDS  io threads poll this long for work before they sleep:
-                           lower latency, a busy core per process (default 0: off)
+  --busy-poll=MICROSECONDS  io threads poll this long for work before they sleep,
+                           and connections poll their sockets as long after their
+                           last bytes: lower latency, a busy core per process
+                           (default 0: off)
   --grace=SECONDS          time nodes get to stop before they are killed (default 5)
   --start-timeout=SECONDS  time for every node to register (default 60)
   --log-dir=DIR            also write each node's output to DIR/<node>.<i>.log

@@ -18,6 +18,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -45,6 +46,10 @@ namespace tlaunch::rpc {
 
 class connection;
 
+// Reads of this process that found their bytes by polling (connection::poll_read),
+// not through the reactor: the tests check that busy polling takes that path.
+inline std::atomic<std::uint64_t> polled_reads{0};
+
 // What every connection of a process shares: who we are and what we accept.
 struct connection_config {
   std::vector<std::uint8_t> secret;
@@ -54,6 +59,11 @@ struct connection_config {
   std::uint32_t max_frame = wire::default_max_frame;
   // One thread runs the io_context: a read's work may run at once, on it.
   bool single_io_thread = false;
+  // The process's busy polling in microseconds (runtime::set_busy_poll), or none.
+  // While it is on, a connection waiting for bytes retries a non-blocking read in
+  // handlers of its own for that long after its last bytes, instead of leaving the
+  // wait to the reactor (see connection::read_more).
+  const std::atomic<std::int64_t>* busy_poll_us = nullptr;
 };
 
 // The owner of the connections (the runtime or the coordinator).
@@ -672,18 +682,62 @@ class connection : public std::enable_shared_from_this<connection> {
     read_more();
   }
 
+  // Where the next read goes.
+  asio::mutable_buffer read_buffer() {
+    if (big_) return asio::buffer(big_.get() + big_fill_, big_total_ - big_fill_);
+    if (end_ == cap_) reserve_frame(std::max<std::size_t>(end_ - begin_ + page, initial_buffer));
+    return asio::buffer(buf_ + end_, cap_ - end_);
+  }
+
+  std::int64_t busy_poll_us() const {
+    return cfg_->busy_poll_us ? cfg_->busy_poll_us->load(std::memory_order_relaxed) : 0;
+  }
+
   void read_more() {
-    auto done = [self = std::shared_ptr<void>(shared_from_this())](std::error_code ec,
-                                                                   std::size_t n) mutable {
-      static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
-    };
-    if (big_) {
-      socket_.async_read_some(asio::buffer(big_.get() + big_fill_, big_total_ - big_fill_),
-                              std::move(done));
+    if (busy_poll_us() > 0) {
+      // Polling: the bytes are read as soon as they are there, with one syscall,
+      // where the reactor would take two (epoll_wait, then the read) and another
+      // read that finds nothing after each message.
+      asio::post(socket_.get_executor(),
+                 [self = std::shared_ptr<void>(shared_from_this()),
+                  since = std::chrono::steady_clock::now()]() mutable {
+                   static_cast<connection*>(self.get())->poll_read(std::move(self), since);
+                 });
       return;
     }
-    if (end_ == cap_) reserve_frame(std::max<std::size_t>(end_ - begin_ + page, initial_buffer));
-    socket_.async_read_some(asio::buffer(buf_ + end_, cap_ - end_), std::move(done));
+    async_read();
+  }
+
+  void async_read() {
+    socket_.async_read_some(read_buffer(), [self = std::shared_ptr<void>(shared_from_this())](
+                                               std::error_code ec, std::size_t n) mutable {
+      static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
+    });
+  }
+
+  // A handler of the polling read: a few non-blocking reads, then other handlers
+  // (and the reactor) get a turn before the next. When nothing came for as long as
+  // the process polls (read again each turn, so a change counts at once), the wait
+  // goes to the reactor. since: when the previous read ended.
+  void poll_read(std::shared_ptr<void> self, std::chrono::steady_clock::time_point since) {
+    static constexpr int reads_per_turn = 4;
+    for (int i = 0; i < reads_per_turn; ++i) {
+      std::error_code ec;
+      std::size_t n = socket_.read_some(read_buffer(), ec);  // the socket is non-blocking
+      if (ec != asio::error::would_block && ec != asio::error::try_again) {
+        if (!ec) polled_reads.fetch_add(1, std::memory_order_relaxed);
+        on_read(std::move(self), ec, n);
+        return;
+      }
+    }
+    const auto spin = busy_poll_us();
+    if (spin <= 0 || std::chrono::steady_clock::now() - since >= std::chrono::microseconds(spin)) {
+      async_read();
+      return;
+    }
+    asio::post(socket_.get_executor(), [self = std::move(self), since]() mutable {
+      static_cast<connection*>(self.get())->poll_read(std::move(self), since);
+    });
   }
 
   // A large frame gets a page-aligned buffer of its own that the kernel reads

@@ -279,7 +279,7 @@ inline asio::awaitable<double> echo_sequential_run(asio::ip::tcp::socket& s,
   aligned_bytes body(payload_bytes);
   std::memset(body.data(), 'x', body.size());
   frame_reader reader(payload_bytes + echo_header_bytes);
-  if (rec.capacity() < rec.size() + count) rec.reserve(std::max(rec.size() + count, 2 * rec.size()));
+  rec.reserve_more(count);
   bench_clock::time_point start{};
   for (std::size_t i = 0; i < warmup + count; ++i) {
     if (i == warmup) start = bench_clock::now();
@@ -315,7 +315,7 @@ inline asio::awaitable<summary> echo_pipelined(asio::ip::tcp::socket& s, std::si
   std::vector<bench_clock::time_point> sent(count);
   std::vector<char> batch;
   std::size_t next_id = 0, done = 0;
-  rec.reserve(rec.size() + count);
+  rec.reserve_more(count);
   auto send_upto = [&](std::size_t n) -> asio::awaitable<void> {
     batch.clear();
     auto now = bench_clock::now();

@@ -221,7 +221,7 @@ class raw_echo_client {
                     latency_recorder& rec, std::int64_t spin_us = 0) {
     const std::size_t total = echo_header_bytes + payload_bytes;
     std::vector<char> out(total, 'x'), in(total);
-    if (rec.capacity() < rec.size() + count) rec.reserve(std::max(rec.size() + count, 2 * rec.size()));
+    rec.reserve_more(count);
     bench_clock::time_point start{};
     for (std::size_t i = 0; i < warmup + count; ++i) {
       if (i == warmup) start = bench_clock::now();

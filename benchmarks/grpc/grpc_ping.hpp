@@ -57,7 +57,7 @@ class grpc_ping_client {
   // warmup calls, then count timed calls, one at a time; returns the timed calls'
   // wall time in seconds. Blocking: run it off the io threads.
   double sequential(std::size_t warmup, std::size_t count, latency_recorder& rec) {
-    rec.reserve(rec.size() + count);
+    rec.reserve_more(count);
     bench_clock::time_point start{};
     for (std::size_t i = 0; i < warmup + count; ++i) {
       if (i == warmup) start = bench_clock::now();

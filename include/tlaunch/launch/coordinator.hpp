@@ -26,16 +26,11 @@
 #include "../wire/codec.hpp"
 #include "child.hpp"
 #include "flags.hpp"
+#include "lifecycle.hpp"
 #include "output.hpp"
+#include "placement.hpp"
 
 namespace tlaunch::launch {
-
-// Where one node instance runs, and how to start it.
-struct placement {
-  std::uint32_t flat = 0;
-  std::string id;    // "worker/3"
-  std::string host;  // "" for this machine
-};
 
 // Starts the node process for `p` with the arguments `argv_tail` (the role and
 // the passthrough flags) plus --tlaunch-coordinator=<an address of this machine
@@ -63,6 +58,8 @@ class coordinator final : public rpc::connection_sink {
         slots_.push_back({});
         slots_.back().id = std::string(n.name) + "/" + std::to_string(r);
         slots_.back().has_run = n.has_run;
+        slots_.back().held = std::find(o.hold_stop.begin(), o.hold_stop.end(),
+                                       slots_.back().id) != o.hold_stop.end();
         if (n.has_run) ++runs_left_;
       }
   }
@@ -106,24 +103,27 @@ class coordinator final : public rpc::connection_sink {
         ++alive_;
       } catch (const std::exception& e) {
         s.exited = true;
-        fail(s.where, std::string("cannot start: ") + e.what());
+        fail(s.where, std::string("cannot start: ") + e.what(), fault::exit_code);
         break;
       }
     }
     start_timer_.expires_after(opt_.start_timeout);
     start_timer_.async_wait([this](std::error_code ec) {
-      if (ec || directory_sent_ || stopping_) return;
+      if (ec || directory_sent_ || life_.stopping()) return;
       std::string missing;
       for (auto& s : slots_)
         if (s.address.empty()) missing += (missing.empty() ? "" : ", ") + s.where;
-      fail("launcher", "these nodes did not register within " +
-                           std::to_string(opt_.start_timeout.count() / 1000.0) + " s: " + missing);
+      fail("launcher",
+           "these nodes did not register within " +
+               std::to_string(opt_.start_timeout.count() / 1000.0) + " s: " + missing,
+           fault::error);
     });
     if (alive_ == 0) finish_if_done();
     io_.run();  // one thread: every state change below happens here
     for (auto& s : slots_) s.proc.reset();
+    life_.stopped();
     report();
-    return exit_code_;
+    return life_.exit_code();
   }
 
   std::chrono::milliseconds time_to_registered() const { return registered_after_; }
@@ -141,15 +141,20 @@ class coordinator final : public rpc::connection_sink {
     std::uint32_t flat = 0;
     std::string address;
     std::int64_t pid = 0;
+    std::uint8_t f = 0;
     try {
       if (h.type == wire::kind::reg) wire::deserialize_from(payload, flat, address, pid);
-      if (h.type == wire::kind::node_failed) wire::deserialize_from(payload, text);
+      if (h.type == wire::kind::node_failed) {
+        wire::deserialize_from(payload, text, f);
+        if (f > static_cast<std::uint8_t>(fault::grace_overrun))
+          throw std::runtime_error("unknown fault " + std::to_string(f));
+      }
     } catch (const std::exception& e) {
       c->close(std::string("malformed control frame: ") + e.what());
       return;
     }
-    asio::post(io_, [this, c, type = h.type, flat, address, text] {
-      on_control_frame(c, type, flat, address, text);
+    asio::post(io_, [this, c, type = h.type, flat, address, text, f] {
+      on_control_frame(c, type, flat, address, text, static_cast<fault>(f));
     });
   }
   void on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) override {
@@ -157,19 +162,20 @@ class coordinator final : public rpc::connection_sink {
       for (auto& s : slots_)
         if (s.conn == c) {
           s.conn.reset();
-          if (stopping_ || s.exited) continue;
+          if (life_.stopping() || s.exited) continue;
           // A process that dies closes its connection before its exit status is
           // known; wait a moment for that status, which says why (signal, code).
           s.lost_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(1));
           s.lost_timer->async_wait([this, &s, reason](std::error_code ec) {
-            if (!ec && !stopping_ && !s.exited) fail(s.where, "lost its connection: " + reason);
+            if (!ec && !life_.stopping() && !s.exited)
+              fail(s.where, "lost its connection: " + reason, fault::lost);
           });
         }
     });
   }
   void log(const std::string& m) override { out_.print("launcher", stream::err, m); }
 
-  int exit_code() const { return exit_code_; }
+  int exit_code() const { return life_.exit_code(); }
 
  private:
   struct slot {
@@ -179,7 +185,12 @@ class coordinator final : public rpc::connection_sink {
     std::shared_ptr<rpc::connection> conn;
     std::string address;
     bool done = false, exited = false;
+    bool reported = false;  // sent node_failed: its exit code 1 was judged then
+    bool killed = false;    // killed by us after the grace period
+    bool held = false;      // options::hold_stop: its stop waits (tests only)
+    bool stop_sent = false;
     std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed
+    std::unique_ptr<asio::steady_timer> hold_timer;
   };
 
   void accept_next() {
@@ -193,7 +204,8 @@ class coordinator final : public rpc::connection_sink {
   }
 
   void on_control_frame(const std::shared_ptr<rpc::connection>& c, wire::kind type,
-                        std::uint32_t flat, const std::string& address, const std::string& text) {
+                        std::uint32_t flat, const std::string& address, const std::string& text,
+                        fault f) {
     slot* s = nullptr;
     for (auto& x : slots_)
       if (x.conn == c) s = &x;
@@ -204,7 +216,7 @@ class coordinator final : public rpc::connection_sink {
       }
       slots_[flat].conn = c;
       slots_[flat].address = address;
-      if (stopping_) return send_stop(slots_[flat]);
+      if (life_.stopping()) return send_stop(slots_[flat]);
       if (++registered_ == slots_.size()) send_directory();
       return;
     }
@@ -215,9 +227,12 @@ class coordinator final : public rpc::connection_sink {
           s->done = true;
           if (--runs_left_ == 0) begin_stop("every run() body finished");
         }
+        release_held(*s);
         break;
       case wire::kind::node_failed:
-        fail(s->where, text);
+        s->reported = true;
+        fail(s->where, text, f);
+        release_held(*s);
         break;
       case wire::kind::stop_request:
         begin_stop("stop_program() called by " + s->where);
@@ -246,34 +261,51 @@ class coordinator final : public rpc::connection_sink {
     }
   }
 
-  void fail(const std::string& where, const std::string& why) {
-    if (!failure_.empty() || stopping_) {
-      if (!stopping_) begin_stop("failure");
-      return;
-    }
-    failure_where_ = where;
-    failure_ = why;
-    exit_code_ = 1;
-    begin_stop("node " + where + " failed");
+  // A node failed (see lifecycle.hpp for what counts); a failure that counts stops the
+  // program, if it is not stopping already.
+  void fail(const std::string& where, const std::string& why, fault f) {
+    if (life_.fail(where, why, f)) stop_all();
   }
 
   void send_stop(slot& s) {
+    if (s.held && !s.exited && !s.reported && !s.done) {
+      // Tests only: this node's stop waits until it reports or a few seconds pass.
+      if (!s.hold_timer) {
+        s.hold_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(5));
+        s.hold_timer->async_wait([this, &s](std::error_code ec) {
+          if (!ec) release_held(s);
+        });
+      }
+      return;
+    }
+    if (s.stop_sent) return;
+    s.stop_sent = true;
     if (s.conn) {
       wire::frame_buffer f;
       f.seal({.type = wire::kind::stop});
       s.conn->send(std::move(f));
     }
+    if (s.proc && !s.exited) s.proc->close_stdin();
   }
 
-  void begin_stop(const std::string& /*why*/) {
-    if (stopping_) return;
-    stopping_ = true;
-    stop_began_ = std::chrono::steady_clock::now();
+  void release_held(slot& s) {
+    if (!s.held) return;
+    s.held = false;
+    if (s.hold_timer) s.hold_timer->cancel();
+    if (life_.stopping()) send_stop(s);
+  }
+
+  void begin_stop(const std::string& why) {
+    life_.begin_stop(why);
+    stop_all();
+  }
+
+  // Tells every node to stop, once; the grace period starts now.
+  void stop_all() {
+    if (stop_all_done_) return;
+    stop_all_done_ = true;
     start_timer_.cancel();
-    for (auto& s : slots_) {
-      send_stop(s);
-      if (s.proc && !s.exited) s.proc->close_stdin();
-    }
+    for (auto& s : slots_) send_stop(s);
     grace_timer_.expires_after(opt_.grace + std::chrono::milliseconds(500));
     grace_timer_.async_wait([this](std::error_code ec) {
       if (ec) return;
@@ -281,14 +313,12 @@ class coordinator final : public rpc::connection_sink {
         if (s.proc && !s.exited) {
           out_.print(s.where, stream::err,
                      "did not stop within the grace period; killing it");
+          s.killed = true;
           s.proc->kill();
           // A node that had to be killed failed to stop, whoever's timer ran out first:
-          // its own (it exits with code 4) or this one (the kill is ours, not a failure).
-          if (failure_.empty()) {
-            failure_where_ = s.where;
-            failure_ = "did not stop within the grace period; killed";
-            exit_code_ = 1;
-          }
+          // its own (it exits with code 4) or this one.
+          life_.fail(s.where, "did not stop within the grace period; killed",
+                     fault::grace_overrun);
         }
     });
     finish_if_done();
@@ -299,24 +329,32 @@ class coordinator final : public rpc::connection_sink {
     if (s.exited) return;
     s.exited = true;
     --alive_;
-    if (!stopping_) {
-      fail(s.where, st.ok() ? std::string("exited before the program stopped")
-                            : st.describe());
-    } else if (!st.ok() && failure_.empty() && st.code != 0 && !killed_by_us(st)) {
-      // A node that fails while stopping is still a failure worth reporting.
-      failure_where_ = s.where;
-      failure_ = st.describe() + " while stopping";
-      exit_code_ = 1;
+    release_held(s);
+    if (!life_.stopping()) {
+      fail(s.where, st.ok() ? std::string("exited before the program stopped") : st.describe(),
+           fault_of(st));
+    } else if (!st.ok() && !s.killed && !(s.reported && st.code == 1 && st.signal == 0 &&
+                                          st.signal_name.empty() && st.unknown.empty())) {
+      // A node that fails while stopping is still a failure worth reporting; a run()
+      // failure it reported was judged when the report came.
+      fail(s.where, st.describe() + " while stopping", fault_of(st));
     }
     finish_if_done();
   }
 
-  static bool killed_by_us(const exit_status& st) { return st.signal != 0 || !st.signal_name.empty(); }
+  static fault fault_of(const exit_status& st) {
+    if (!st.unknown.empty()) return fault::lost;
+    if (st.signal != 0 || !st.signal_name.empty()) {
+      bool stop = st.signal != 0 ? stop_signal(st.signal) : stop_signal(st.signal_name);
+      return stop ? fault::lost : fault::signal;
+    }
+    return fault::exit_code;
+  }
 
   void finish_if_done() {
-    if (!stopping_ || alive_ > 0) return;
+    if (!life_.stopping() || alive_ > 0) return;
     stopped_after_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - stop_began_);
+        std::chrono::steady_clock::now() - life_.stop_began());
     grace_timer_.cancel();
     start_timer_.cancel();
     std::error_code ec;
@@ -329,25 +367,26 @@ class coordinator final : public rpc::connection_sink {
 
   void on_signal(std::error_code ec, int sig) {
     if (ec) return;
-    if (stopping_) {
+    if (life_.stopping()) {
       out_.print("launcher", stream::err, "second signal: killing every node now");
       for (auto& s : slots_)
         if (s.proc && !s.exited) s.proc->kill();
     } else {
       out_.print("launcher", stream::err,
                  sig == SIGINT ? "interrupted: stopping every node" : "terminated: stopping every node");
-      if (exit_code_ == 0) exit_code_ = 128 + sig;
-      begin_stop("signal");
+      life_.interrupted(sig);
+      begin_stop(sig == SIGINT ? "interrupted" : "terminated");
     }
     signals_.async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
   }
 
   void report() {
-    if (failure_.empty()) return;
-    out_.print("launcher", stream::err, "node " + failure_where_ + " failed: " + failure_);
-    auto lines = out_.last_lines(failure_where_);
+    auto f = life_.failure();
+    if (!f) return;
+    out_.print("launcher", stream::err, "node " + f->where + " failed: " + f->why);
+    auto lines = out_.last_lines(f->where);
     if (!lines.empty()) {
-      out_.print("launcher", stream::err, "last output of " + failure_where_ + ":");
+      out_.print("launcher", stream::err, "last output of " + f->where + ":");
       for (auto& l : lines) out_.print("launcher", stream::err, "  " + l);
     }
   }
@@ -363,10 +402,9 @@ class coordinator final : public rpc::connection_sink {
   std::shared_ptr<const rpc::connection_config> cfg_;
   std::vector<slot> slots_;
   std::size_t registered_ = 0, alive_ = 0, runs_left_ = 0;
-  bool directory_sent_ = false, stopping_ = false;
-  std::string failure_, failure_where_;
-  int exit_code_ = 0;
-  std::chrono::steady_clock::time_point started_at_, stop_began_;
+  bool directory_sent_ = false, stop_all_done_ = false;
+  lifecycle life_;
+  std::chrono::steady_clock::time_point started_at_;
   std::chrono::milliseconds registered_after_{0}, stopped_after_{0};
 
  public:

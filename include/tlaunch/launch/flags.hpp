@@ -10,12 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "../error.hpp"
+
 namespace tlaunch::launch {
 
 // A bad command line; what() says which flag and why.
-class usage_error : public std::runtime_error {
+class usage_error : public tlaunch::error {
  public:
-  using std::runtime_error::runtime_error;
+  using tlaunch::error::error;
 };
 
 struct options {
@@ -45,6 +47,10 @@ struct options {
   bool help = false;
   // Flags a node process must see to build the same program.
   std::vector<std::string> passthrough;
+  // For tests of the stop, never set from the command line: the coordinator sends
+  // these instances ("worker/1") their stop only once they report (run() over or
+  // failed) or exit, or after 5 s. Reproduces a stop message that arrives late.
+  std::vector<std::string> hold_stop;
 };
 
 inline std::string usage(std::string_view prog) {

@@ -11,6 +11,7 @@
 #include "../detail/secret.hpp"
 #include "../program.hpp"
 #include "flags.hpp"
+#include "lifecycle.hpp"
 #include "output.hpp"
 
 namespace tlaunch::launch {
@@ -43,20 +44,17 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
   }
   tlaunch::detail::host_program(rt, p, [](std::uint32_t) { return true; });
 
+  // The program's lifecycle; `mu` guards its changes for `cv`, and runs_left.
+  lifecycle life;
   std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;
   std::size_t runs_left = 0;
-  std::string failed_node, failure;
-  int exit_code = 0;
   rt.for_each_hosted([&](rpc::instance& i) { runs_left += i.start_run ? 1 : 0; });
-  bool any_run = runs_left > 0;
 
   auto begin_stop = [&] {
     {
       std::lock_guard lk(mu);
-      if (stop) return;
-      stop = true;
+      if (!life.begin_stop("stop_program()")) return;
     }
     rt.stop_instances();
     cv.notify_all();
@@ -66,11 +64,9 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
     bool all_done;
     {
       std::lock_guard lk(mu);
-      if (e && !stop && failure.empty()) {
-        failed_node = i.id();
-        failure = rpc::detail::exception_message(e);
-        exit_code = 1;
-      }
+      // A run() that ends once the program is stopping was ended by the stop.
+      if (e && !life.stopping())
+        life.fail(i.id(), rpc::detail::exception_message(e), fault_of(e), /*stop=*/false);
       all_done = --runs_left == 0;
     }
     cv.notify_all();
@@ -89,11 +85,11 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
     if (ec) return;
     {
       std::lock_guard lk(mu);
-      if (stop) {
+      if (life.stopping()) {
         std::fprintf(stderr, "tlaunch: second signal: exiting now\n");
         std::_Exit(128 + sig);
       }
-      exit_code = 128 + sig;
+      life.interrupted(sig);
     }
     out.print("launcher", stream::err, "interrupted: stopping every node");
     begin_stop();
@@ -106,13 +102,14 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
   if (started) started(rt);
   {
     std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return stop; });
+    cv.wait(lk, [&] { return life.stopping(); });
     if (!cv.wait_for(lk, o.grace, [&] { return runs_left == 0; })) {
       out.print("launcher", stream::err,
                 std::to_string(runs_left) + " run() bodies did not stop within the grace period");
-      if (exit_code == 0) exit_code = 1;
+      life.fail("launcher", "run() bodies did not stop within the grace period",
+                fault::grace_overrun);
       std::fflush(stdout);
-      std::_Exit(exit_code);
+      std::_Exit(life.exit_code());
     }
   }
   {
@@ -120,9 +117,9 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
     signals.cancel(ec);
   }
   rt.shutdown();
-  if (!failure.empty()) out.print("launcher", stream::err, "node " + failed_node + " failed: " + failure);
-  (void)any_run;
-  return exit_code;
+  life.stopped();
+  if (auto f = life.failure()) out.print("launcher", stream::err, "node " + f->where + " failed: " + f->why);
+  return life.exit_code();
 }
 
 }  // namespace tlaunch::launch

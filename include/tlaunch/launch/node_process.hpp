@@ -24,6 +24,7 @@
 #include "../program.hpp"
 #include "../wire/codec.hpp"
 #include "flags.hpp"
+#include "lifecycle.hpp"
 
 namespace tlaunch::launch {
 
@@ -137,18 +138,17 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
   }
   rpc::instance& self = *rt.hosted(flat);
 
+  // This process's lifecycle; `mu` guards its changes for `cv`, and run_over.
+  lifecycle life;
   std::mutex mu;
   std::condition_variable cv;
-  bool stop = false, run_over = !self.start_run;
-  int exit_code = 0;
-  std::string stop_reason;
+  bool run_over = !self.start_run;
+  int own_exit_code = 0;  // 3: lost the coordinator, 4: did not stop within the grace period
 
   auto begin_stop = [&](const std::string& why) {
     {
       std::lock_guard lk(mu);
-      if (stop) return;
-      stop = true;
-      stop_reason = why;
+      if (!life.begin_stop(why)) return;
     }
     rt.stop_instances();
     cv.notify_all();
@@ -180,29 +180,29 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
   rt.closed = [&, coord_ptr = coord.get()](const std::shared_ptr<rpc::connection>& c,
                                            const std::string& reason) {
     if (c.get() != coord_ptr) return;
-    bool was_stopping;
-    {
-      std::lock_guard lk(mu);
-      was_stopping = stop;
-    }
-    if (!was_stopping) {
+    if (!life.stopping()) {
       std::fprintf(stderr, "tlaunch: node %s lost its coordinator (%s); stopping\n",
                    o.role.c_str(), reason.c_str());
       {
         std::lock_guard lk(mu);
-        exit_code = 3;
+        own_exit_code = 3;
       }
       begin_stop("coordinator lost");
     }
   };
   rt.stop_program = [&] { detail::send_control(*coord, wire::kind::stop_request); };
   rt.run_finished = [&](rpc::instance& i, std::exception_ptr e) {
-    if (e && !rt.stop_requested()) {
+    // A run() that ends once this process is stopping was ended by the stop. Before
+    // that, its error goes to the coordinator, which judges it: the program's stop may
+    // have begun elsewhere, and then a call error is one the stop caused.
+    if (e && !life.stopping() && !rt.stop_requested()) {
       std::string msg = rpc::detail::exception_message(e);
-      detail::send_control(*coord, wire::kind::node_failed, msg);
-      std::fprintf(stderr, "tlaunch: node %s failed: %s\n", i.id().c_str(), msg.c_str());
+      fault f = fault_of(e);
+      detail::send_control(*coord, wire::kind::node_failed, msg, static_cast<std::uint8_t>(f));
+      std::fprintf(stderr, "tlaunch: node %s: run() ended with an error: %s\n", i.id().c_str(),
+                   msg.c_str());
       std::lock_guard lk(mu);
-      exit_code = 1;
+      life.fail(i.id(), msg, f, /*stop=*/false);
     } else if (!e) {
       detail::send_control(*coord, wire::kind::node_done);
     }
@@ -242,12 +242,12 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
   rt.start_threads();
   {
     std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return stop; });
+    cv.wait(lk, [&] { return life.stopping(); });
     cv.wait_for(lk, o.grace, [&] { return run_over; });
     if (!run_over) {
       std::fprintf(stderr, "tlaunch: node %s did not stop within the grace period\n",
                    o.role.c_str());
-      exit_code = exit_code ? exit_code : 4;
+      if (own_exit_code == 0 && life.exit_code() == 0) own_exit_code = 4;
     }
   }
   // On an io thread, where the signal set is used; its error stays there too.
@@ -259,7 +259,8 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
   int code;
   {
     std::lock_guard lk(mu);
-    code = exit_code;
+    code = life.exit_code() ? life.exit_code() : own_exit_code;
+    life.stopped();
   }
   if (!run_over) ::_exit(code);
   {

@@ -24,92 +24,10 @@
 #include "flags.hpp"
 #include "local_mp.hpp"
 #include "output.hpp"
+#include "placement.hpp"
 #include "ssh_session.hpp"
 
 namespace tlaunch::launch {
-
-namespace detail {
-
-// Hosts from --hosts and --hostfile; a host with slots=N appears N times in the
-// round-robin order.
-inline std::vector<std::string> ssh_hosts(const options& o) {
-  std::vector<std::string> hosts = o.hosts;
-  if (!o.hostfile.empty()) {
-    std::ifstream in(o.hostfile);
-    if (!in) throw launch_error("--hostfile: cannot read " + o.hostfile);
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-      std::istringstream words(line);
-      std::string host, word;
-      if (!(words >> host)) continue;
-      unsigned slots = 1;
-      while (words >> word) {
-        if (word.rfind("slots=", 0) == 0) {
-          try {
-            slots = static_cast<unsigned>(std::stoul(word.substr(6)));
-          } catch (...) {
-            slots = 0;
-          }
-          if (slots == 0 || slots > 4096)
-            throw launch_error(o.hostfile + ":" + std::to_string(lineno) + ": bad '" + word + "'");
-        } else {
-          throw launch_error(o.hostfile + ":" + std::to_string(lineno) + ": unknown word '" +
-                             word + "' (expected slots=N)");
-        }
-      }
-      for (unsigned i = 0; i < slots; ++i) hosts.push_back(host);
-    }
-  }
-  if (hosts.empty()) throw launch_error("--launch=ssh needs --hosts or --hostfile");
-  return hosts;
-}
-
-// A --place host as one of the listed hosts: `--hosts=alice@h1:2222 --place x=h1` means
-// that same login, not h1 as the local user. A name no listed host has stays as written.
-inline std::string listed_host(const std::string& placed, const std::vector<std::string>& hosts) {
-  if (std::find(hosts.begin(), hosts.end(), placed) != hosts.end()) return placed;
-  std::string match;
-  for (const auto& h : hosts) {
-    try {
-      if (ssh::host_spec::parse(h).host != placed || h == match) continue;
-    } catch (const std::exception&) {
-      continue;  // reported when the launcher connects to it
-    }
-    if (!match.empty())
-      throw launch_error("--place: host '" + placed + "' is ambiguous (both " + match + " and " +
-                         h + " are listed); write it as in --hosts");
-    match = h;
-  }
-  return match.empty() ? placed : match;
-}
-
-// Which host each instance runs on: --place for a node, else round-robin.
-inline std::vector<placement> place_instances(const std::vector<tlaunch::detail::node_info>& nodes,
-                                              const options& o,
-                                              const std::vector<std::string>& hosts) {
-  for (const auto& entry : o.place) {
-    const std::string& name = entry.first;
-    bool known = std::any_of(nodes.begin(), nodes.end(), [&](auto& n) { return n.name == name; });
-    if (!known) throw launch_error("--place names node '" + name + "', which is not in the program");
-  }
-  std::vector<placement> out;
-  std::size_t rr = 0;
-  std::uint32_t flat = 0;
-  for (const auto& n : nodes) {
-    auto it = o.place.find(std::string(n.name));
-    for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat) {
-      std::string host = it != o.place.end() ? listed_host(it->second[r % it->second.size()], hosts)
-                                             : hosts[rr++ % hosts.size()];
-      out.push_back({flat, std::string(n.name) + "/" + std::to_string(r), host});
-    }
-  }
-  return out;
-}
-
-}  // namespace detail
 
 // Launches every node of p on the hosts of o (--hosts, --hostfile, --place) and
 // runs the program to its end; returns the launcher's exit code. Throws
@@ -120,8 +38,8 @@ template <class... Nodes>
 int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   auto nodes = tlaunch::detail::describe(p, o.replicas);
-  auto hosts = detail::ssh_hosts(o);
-  auto places = detail::place_instances(nodes, o, hosts);
+  auto hosts = listed_hosts(o.hosts, o.hostfile, "ssh");
+  auto places = place_instances(nodes, o.place, hosts);
 
   // sshd allows 10 sessions (channels) per connection by default: 8 nodes a connection.
   constexpr std::size_t nodes_per_session = 8;

@@ -1,0 +1,138 @@
+// The lifecycle (launch/lifecycle.hpp): what counts as a failure before and during
+// the stop, and the stop race it settles, reproduced with a real multi-process program
+// whose stop reaches one node late (stop_race.cpp).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <stdexcept>
+#include <string>
+#include <tlaunch/launch/lifecycle.hpp>
+
+#include "../integration/process.hpp"
+
+namespace it = tlaunch::integration;
+using tlaunch::launch::fault;
+using tlaunch::launch::lifecycle;
+using namespace std::chrono_literals;
+
+namespace {
+bool has(const std::string& s, std::string_view needle) {
+  return s.find(needle) != std::string::npos;
+}
+}  // namespace
+
+TEST_SUITE("lifecycle") {
+  TEST_CASE("phases: starting, running, stopping once, stopped") {
+    lifecycle l;
+    CHECK(l.current() == lifecycle::phase::starting);
+    l.running();
+    CHECK(l.current() == lifecycle::phase::running);
+    CHECK_FALSE(l.stopping());
+    CHECK(l.begin_stop("stop_program()"));
+    CHECK_FALSE(l.begin_stop("again"));
+    CHECK(l.stop_reason() == "stop_program()");
+    CHECK(l.stopping());
+    l.running();  // too late: stays stopping
+    CHECK(l.current() == lifecycle::phase::stopping);
+    l.stopped();
+    CHECK(l.current() == lifecycle::phase::stopped);
+    CHECK(l.exit_code() == 0);
+    CHECK_FALSE(l.failure());
+  }
+
+  TEST_CASE("before the stop every fault counts, the first is kept and begins the stop") {
+    for (fault f : {fault::call_error, fault::error, fault::exit_code, fault::signal, fault::lost,
+                    fault::grace_overrun}) {
+      CAPTURE(tlaunch::launch::to_string(f));
+      lifecycle l;
+      l.running();
+      CHECK(l.fail("worker/1", "first", f));
+      CHECK(l.stopping());
+      CHECK(l.stop_reason() == "node worker/1 failed");
+      CHECK(l.exit_code() == 1);
+      // A later failure that counts does not replace the first.
+      CHECK(l.fail("worker/2", "second", fault::error));
+      REQUIRE(l.failure());
+      CHECK(l.failure()->where == "worker/1");
+      CHECK(l.failure()->why == "first");
+    }
+  }
+
+  TEST_CASE("during the stop, errors the stop causes do not count; real failures do") {
+    for (fault f : {fault::call_error, fault::lost}) {
+      CAPTURE(tlaunch::launch::to_string(f));
+      lifecycle l;
+      l.begin_stop("stop_program()");
+      CHECK_FALSE(l.fail("worker/1", "unavailable: closed by store/0", f));
+      CHECK_FALSE(l.failure());
+      CHECK(l.exit_code() == 0);
+    }
+    for (fault f : {fault::error, fault::exit_code, fault::signal, fault::grace_overrun}) {
+      CAPTURE(tlaunch::launch::to_string(f));
+      lifecycle l;
+      l.begin_stop("stop_program()");
+      CHECK(l.fail("worker/1", "real", f));
+      CHECK(l.exit_code() == 1);
+      CHECK(l.stop_reason() == "stop_program()");
+    }
+  }
+
+  TEST_CASE("a node process's own failure is recorded without beginning the stop") {
+    lifecycle l;
+    l.running();
+    CHECK(l.fail("worker/1", "boom", fault::error, /*stop=*/false));
+    CHECK_FALSE(l.stopping());
+    CHECK(l.exit_code() == 1);
+    CHECK(l.begin_stop("stopped by the coordinator"));
+  }
+
+  TEST_CASE("a signal gives 128 + its number, unless a failure came first") {
+    lifecycle a;
+    a.interrupted(SIGINT);
+    CHECK(a.begin_stop("interrupted"));
+    CHECK(a.exit_code() == 130);
+    lifecycle b;
+    b.fail("worker/0", "boom", fault::error);
+    b.interrupted(SIGTERM);
+    CHECK(b.exit_code() == 1);
+  }
+
+  TEST_CASE("the fault of a run() error: call errors apart from the rest") {
+    auto of = [](auto e) { return tlaunch::launch::fault_of(std::make_exception_ptr(e)); };
+    tlaunch::call_site site{"store/0", "Store::get"};
+    CHECK(of(tlaunch::unavailable(site, "closed by store/0")) == fault::call_error);
+    CHECK(of(tlaunch::cancelled(site)) == fault::call_error);
+    CHECK(of(tlaunch::timeout(site)) == fault::call_error);
+    CHECK(of(tlaunch::remote_error(site, "no")) == fault::call_error);
+    CHECK(of(std::runtime_error("mine")) == fault::error);
+    CHECK(of(42) == fault::error);
+  }
+
+  TEST_CASE("stop race: a node whose peer stopped before its own stop arrived does not fail") {
+    // worker/1's stop is held back until it reports, so every run reaches the race.
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      auto marker = it::unique_marker("stop-race");
+      it::process p({TLAUNCH_STOP_RACE_EXE, "--launch=local_mp", "--", "unavailable", marker});
+      int code = p.wait_or_kill(30s);
+      CAPTURE(p.all());
+      // The race happened: worker/1's call failed because store/0 had stopped...
+      CHECK(has(p.out(), "unavailable"));
+      // ...and that is not a failure of the program.
+      CHECK(code == 0);
+      CHECK_FALSE(has(p.err(), " failed: "));
+      CHECK(it::node_pids(marker).empty());
+    }
+  }
+
+  TEST_CASE("stop race: a real failure during the stop still fails the program") {
+    auto marker = it::unique_marker("stop-race-real");
+    it::process p({TLAUNCH_STOP_RACE_EXE, "--launch=local_mp", "--", "real", marker});
+    int code = p.wait_or_kill(30s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "node worker/1 failed: worker/1 gave up for real"));
+    CHECK(it::node_pids(marker).empty());
+  }
+}

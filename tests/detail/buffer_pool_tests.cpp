@@ -1,11 +1,11 @@
+#include <malloc.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
-
-#include <malloc.h>
 
 #include <doctest/doctest.h>
 

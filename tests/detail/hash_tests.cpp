@@ -24,7 +24,8 @@ TEST_SUITE("hash") {
 
   TEST_CASE("bytes above 0x7f hash as unsigned bytes, whatever char's signedness") {
     CHECK(fnv1a("\xff") == 0xaf64724c8602eb6eull);
-    CHECK(fnv1a(std::string_view("\x80" "abc")) == 0x2c2f36aa16629871ull);
+    CHECK(fnv1a(std::string_view("\x80"
+                                 "abc")) == 0x2c2f36aa16629871ull);
   }
 
   TEST_CASE("hashing continues from a given state") {

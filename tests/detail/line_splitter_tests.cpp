@@ -88,7 +88,8 @@ TEST_SUITE("line_splitter") {
       CHECK(split({t.substr(0, cut), t.substr(cut)}) == whole);
     }
     std::vector<std::string_view> bytes;
-    for (std::size_t i = 0; i < text.size(); ++i) bytes.push_back(std::string_view(text).substr(i, 1));
+    for (std::size_t i = 0; i < text.size(); ++i)
+      bytes.push_back(std::string_view(text).substr(i, 1));
     CHECK(split(bytes) == whole);
   }
 

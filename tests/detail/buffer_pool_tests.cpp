@@ -1,5 +1,6 @@
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -36,12 +37,14 @@ std::uintptr_t address(const std::shared_ptr<char>& p) {
 }
 
 // Holds every buffer the pool keeps (and fresh ones for the classes that keep
-// fewer), so the pool is empty, byte budget included, while it lives.
+// fewer), so the pool is empty, byte budget included, while it lives. A class
+// keeps no more buffers than the budget holds.
 struct drained {
   std::vector<std::shared_ptr<char>> held;
   drained() {
     for (std::size_t c = 64 * KiB; c <= buffer_pool::largest_kept; c *= 2)
-      for (std::size_t i = 0; i < buffer_pool::keep_per_class; ++i)
+      for (std::size_t i = 0;
+           i < std::min(buffer_pool::keep_per_class, buffer_pool::most_bytes_kept / c); ++i)
         held.push_back(buffer_pool::instance().get(c));
   }
 };

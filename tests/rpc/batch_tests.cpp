@@ -53,7 +53,10 @@ auto sized_job(int i, std::vector<int>& order, int& damaged) {
   payload p;
   std::memset(p.b, i & 0xff, N);
   return [p, i, &order, &damaged] {
-    if (reinterpret_cast<std::uintptr_t>(&p) % alignof(std::max_align_t) != 0) ++damaged;
+    // Through a volatile: the compiler would fold a check of &p's alignment
+    // to true from p's type alone.
+    volatile std::uintptr_t at = reinterpret_cast<std::uintptr_t>(&p);
+    if (at % alignof(std::max_align_t) != 0) ++damaged;
     for (unsigned char c : p.b)
       if (c != (i & 0xff)) {
         ++damaged;

@@ -5,6 +5,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -595,5 +596,24 @@ TEST_SUITE("batch") {
     REQUIRE(sink->flushes.size() == 3);
     CHECK(sink->flushes[1].bytes == "small!");
     CHECK(sink->flushes[2].bytes == "x!");
+  }
+
+  TEST_CASE("deferred_writes: staging no bytes, only an extra, on a fresh thread") {
+    // A new thread's staging has no buffer yet: appending nothing must not
+    // hand memcpy a null pointer (UBSan checks).
+    auto sink = std::make_shared<staged_sink>();
+    bool staged = false;
+    int owners = 0;
+    std::thread([&] {
+      int key = 0;
+      deferred_writes::scope s;
+      std::shared_ptr<void> e = std::make_shared<int>(5);
+      staged = stage(&key, sink, std::string_view(), &owners, &e);
+    }).join();
+    CHECK(staged);
+    CHECK(owners == 1);
+    REQUIRE(sink->flushes.size() == 1);
+    CHECK(sink->flushes[0].bytes.empty());
+    CHECK(sink->flushes[0].extras == std::vector<int>{5});
   }
 }

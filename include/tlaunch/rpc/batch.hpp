@@ -127,6 +127,7 @@ class deferred_writes {
       std::swap(cap_, o.cap_);
     }
     void append(std::span<const char> b) {
+      if (b.empty()) return;  // memcpy must not see a null data_ (a run not grown yet)
       if (cap_ - size_ < b.size()) grow(size_ + b.size());
       std::memcpy(data_ + size_, b.data(), b.size());
       size_ += b.size();

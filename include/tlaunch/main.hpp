@@ -6,17 +6,15 @@
 #include <string>
 
 #include "launch/flags.hpp"
-#include "launch/local_mp.hpp"
-#include "launch/local_mt.hpp"
 #include "launch/node_process.hpp"
 #include "launch/output.hpp"
-#include "launch/ssh.hpp"
+#include "launch/registry.hpp"
 #include "program.hpp"
 
 namespace tlaunch {
 
-// Parses the command line, then runs the program as the launch type says, or as
-// one node when started with --tlaunch-role. Returns the process exit code:
+// Parses the command line, then runs the program with the launcher --launch names
+// (launch/registry.hpp), or as one node when started with --tlaunch-role. Returns the process exit code:
 // 0 when the program stopped normally, 1 when a node failed, 2 on bad usage.
 template <class... Nodes>
 int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
@@ -35,9 +33,7 @@ int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
   try {
     if (!o.role.empty()) return launch::run_node_process(p, o);
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
-    if (o.launch == "local_mp") return launch::run_local_mp(p, o, out);
-    if (o.launch == "ssh") return launch::run_ssh(p, o, out);
-    return launch::run_local_mt(p, o, out);
+    return launch::registered_launchers::run(p, o, out);
   } catch (const launch_error& e) {
     std::fprintf(stderr, "%s: %s\n", prog, e.what());
     return 2;

@@ -1,5 +1,6 @@
 // tlaunch: distributed programs as compile-time graphs of coroutine actors.
-// This umbrella header is the only one users need.
+// This umbrella header is the only one programs need; unit tests of a program add
+// <tlaunch/testing.hpp> (test_launch).
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -13,4 +14,3 @@
 #include "main.hpp"
 #include "program.hpp"
 #include "service.hpp"
-#include "testing.hpp"

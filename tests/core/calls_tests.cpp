@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <tlaunch/testing.hpp>
 #include <tlaunch/tlaunch.hpp>
 #include <utility>
 #include <vector>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -31,15 +32,19 @@ struct options {
   std::chrono::microseconds busy_poll{0};
   bool force_wire = false;
   std::uint32_t max_frame = 256u << 20;
-  // ssh
+  // placement (launch/placement.hpp)
   std::vector<std::string> hosts;
   std::string hostfile;
   std::map<std::string, std::vector<std::string>> place;
+  std::string coordinator_host;  // address remote nodes dial back
+  // ssh (its own flags, parsed by launch/ssh.hpp)
   std::string ssh_identity;
   bool ssh_accept_new = false;
   std::string known_hosts;
-  std::string coordinator_host;  // address remote nodes dial back
   unsigned ssh_parallel = 8;
+  // Flags of launchers that keep no field here, as given ("--flag" -> value; "" for a
+  // flag without one), after the launcher's parse_flag accepted them.
+  std::map<std::string, std::string> launcher_flags;
   // node process (set by the launcher, never by hand)
   std::string role;
   std::string coordinator;
@@ -53,13 +58,45 @@ struct options {
   std::vector<std::string> hold_stop;
 };
 
-inline std::string usage(std::string_view prog) {
+// A flag's value as parse() reads it, for a launcher's own flags.
+class flag_reader {
+ public:
+  flag_reader(std::function<std::string()> value, std::function<void()> no_value)
+      : value_(std::move(value)), no_value_(std::move(no_value)) {}
+  // The value (`--flag=value` or `--flag value`); a usage_error when there is none.
+  std::string value() const { return value_(); }
+  // For a flag without a value: a usage_error when one was given.
+  void no_value() const { no_value_(); }
+
+ private:
+  std::function<std::string()> value_;
+  std::function<void()> no_value_;
+};
+
+// What parse() and usage() know of the launchers; launch/registry.hpp builds it from
+// the registered launchers.
+struct launcher_table {
+  struct entry {
+    std::string_view name;     // the --launch value
+    std::string_view summary;  // one line for --help
+    std::string_view usage;    // its own flags, as lines of --help ("" if none)
+    // Takes one of its own flags into `o` and returns true; false for a flag it does not
+    // know. Throws usage_error for a bad value.
+    bool (*parse_flag)(options& o, const std::string& name, const flag_reader& r);
+  };
+  std::vector<entry> entries;
+};
+
+inline std::string usage(std::string_view prog, const launcher_table& launchers) {
+  std::string types;
+  for (const auto& l : launchers.entries)
+    types += "                           " + std::string(l.name) + ": " + std::string(l.summary) +
+             "\n";
   std::string u = "usage: " + std::string(prog) + R"( [flags] [-- program arguments]
 
 Launch:
-  --launch=TYPE            local_mt (default: every node in this process),
-                           local_mp (one process per node), ssh (nodes on --hosts)
-  --replicas NAME=N[,...]  override a node's replica count (repeatable)
+  --launch=TYPE            how to run the nodes (default local_mt):
+)" + types + R"(  --replicas NAME=N[,...]  override a node's replica count (repeatable)
   --threads=N              io threads per process (default: 2 for local_mt, 1 per
                            node process, where the thread that reads also replies)
   --busy-poll=MICROSECONDS  io threads poll this long for work before they sleep,
@@ -72,18 +109,17 @@ Launch:
   --color=auto|always|never  color the [node/i] prefixes (default auto)
   --force-wire             local_mt: calls between nodes go over TCP (for tests)
   --max-frame=BYTES        largest frame accepted on a connection (default 268435456)
-SSH (--launch=ssh):
+Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
   --place NAME=H1,H2       put node NAME's replicas on these hosts (repeatable)
-  --ssh-identity=FILE      private key (default: ssh-agent, then ~/.ssh/id_*)
-  --ssh-accept-new         accept and record unknown host keys
-  --known-hosts=FILE       known_hosts file (default ~/.ssh/known_hosts)
   --coordinator-host=ADDR  address the hosts reach this machine at
-                           (default: the local address of each SSH connection)
-  --ssh-parallel=N         SSH handshakes at once per host (default 8)
-  --help                   this text
+                           (default: the local address of each host's connection)
 )";
+  for (const auto& l : launchers.entries)
+    if (!l.usage.empty())
+      u += std::string(l.usage);
+  u += "  --help                   this text\n";
   return u;
 }
 
@@ -132,7 +168,8 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 
 }  // namespace detail
 
-inline options parse(int argc, const char* const* argv) {
+// Parses the command line; the launchers' own flags go to their parse_flag.
+inline options parse(int argc, const char* const* argv, const launcher_table& launchers) {
   options o;
   std::vector<std::string> a(argv + 1, argv + argc);
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -166,8 +203,13 @@ inline options parse(int argc, const char* const* argv) {
       o.help = true;
     } else if (name == "--launch") {
       o.launch = need();
-      if (o.launch != "local_mt" && o.launch != "local_mp" && o.launch != "ssh")
-        throw usage_error("--launch: '" + o.launch + "' is not one of local_mt, local_mp, ssh");
+      std::string names;
+      bool known = false;
+      for (const auto& l : launchers.entries) {
+        names += (names.empty() ? "" : ", ") + std::string(l.name);
+        known = known || l.name == o.launch;
+      }
+      if (!known) throw usage_error("--launch: '" + o.launch + "' is not one of " + names);
     } else if (name == "--replicas") {
       std::string v = need();
       for (const auto& item : detail::split(v, ',')) {
@@ -217,24 +259,18 @@ inline options parse(int argc, const char* const* argv) {
       if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
         throw usage_error("--place: '" + v + "' is not NAME=HOST[,HOST...]");
       o.place[v.substr(0, eq)] = detail::split(v.substr(eq + 1), ',');
-    } else if (name == "--ssh-identity") {
-      o.ssh_identity = need();
-    } else if (name == "--ssh-accept-new") {
-      flag_only();
-      o.ssh_accept_new = true;
-    } else if (name == "--known-hosts") {
-      o.known_hosts = need();
     } else if (name == "--coordinator-host") {
       o.coordinator_host = need();
-    } else if (name == "--ssh-parallel") {
-      o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, need(), 64));
-      if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");
     } else if (name == "--tlaunch-role") {
       o.role = need();
     } else if (name == "--tlaunch-coordinator") {
       o.coordinator = need();
     } else {
-      throw usage_error("unknown flag '" + name + "'");
+      flag_reader r(need, flag_only);
+      bool taken = false;
+      for (const auto& l : launchers.entries)
+        if (!taken && l.parse_flag) taken = l.parse_flag(o, name, r);
+      if (!taken) throw usage_error("unknown flag '" + name + "'");
     }
   }
   if (!o.role.empty() && o.coordinator.empty())

@@ -11,6 +11,7 @@
 #include "../program.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
+#include "launcher.hpp"
 #include "local_child.hpp"
 #include "output.hpp"
 
@@ -43,5 +44,19 @@ int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer&
     return start_local_child(argv, std::move(cb));
   });
 }
+
+struct local_mp_launcher {
+  static constexpr std::string_view name = "local_mp";
+  static constexpr std::string_view summary = "one process per node on this machine";
+  static constexpr std::string_view usage = "";
+  static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
+    return no_flags(o, f, r);
+  }
+  template <class... Nodes>
+  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+    return run_local_mp(p, o, out);
+  }
+};
+static_assert(launcher<local_mp_launcher>);
 
 }  // namespace tlaunch::launch

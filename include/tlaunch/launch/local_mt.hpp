@@ -11,6 +11,7 @@
 #include "../detail/secret.hpp"
 #include "../program.hpp"
 #include "flags.hpp"
+#include "launcher.hpp"
 #include "lifecycle.hpp"
 #include "output.hpp"
 
@@ -121,5 +122,19 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
   if (auto f = life.failure()) out.print("launcher", stream::err, "node " + f->where + " failed: " + f->why);
   return life.exit_code();
 }
+
+struct local_mt_launcher {
+  static constexpr std::string_view name = "local_mt";
+  static constexpr std::string_view summary = "every node in this process";
+  static constexpr std::string_view usage = "";
+  static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
+    return no_flags(o, f, r);
+  }
+  template <class... Nodes>
+  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+    return run_local_mt(p, o, out);
+  }
+};
+static_assert(launcher<local_mt_launcher>);
 
 }  // namespace tlaunch::launch

@@ -22,6 +22,7 @@
 #include "../program.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
+#include "launcher.hpp"
 #include "local_mp.hpp"
 #include "output.hpp"
 #include "placement.hpp"
@@ -143,5 +144,37 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
   }
   return code;
 }
+
+struct ssh_launcher {
+  static constexpr std::string_view name = "ssh";
+  static constexpr std::string_view summary = "nodes on the SSH hosts of --hosts / --hostfile";
+  static constexpr std::string_view usage = R"(SSH (--launch=ssh):
+  --ssh-identity=FILE      private key (default: ssh-agent, then ~/.ssh/id_*)
+  --ssh-accept-new         accept and record unknown host keys
+  --known-hosts=FILE       known_hosts file (default ~/.ssh/known_hosts)
+  --ssh-parallel=N         SSH handshakes at once per host (default 8)
+)";
+  static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
+    if (name == "--ssh-identity") {
+      o.ssh_identity = r.value();
+    } else if (name == "--ssh-accept-new") {
+      r.no_value();
+      o.ssh_accept_new = true;
+    } else if (name == "--known-hosts") {
+      o.known_hosts = r.value();
+    } else if (name == "--ssh-parallel") {
+      o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
+      if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");
+    } else {
+      return false;
+    }
+    return true;
+  }
+  template <class... Nodes>
+  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+    return run_ssh(p, o, out);
+  }
+};
+static_assert(launcher<ssh_launcher>);
 
 }  // namespace tlaunch::launch

@@ -1,0 +1,38 @@
+// What a launcher is: one type per launch type (local_mt, local_mp, ssh, ...), listed
+// in launch/registry.hpp, from which --launch, --help and dispatch are made.
+//
+//   struct my_launcher {
+//     static constexpr std::string_view name = "mine";            // --launch=mine
+//     static constexpr std::string_view summary = "one line for --help";
+//     static constexpr std::string_view usage = "";               // its flags' --help lines
+//     static bool parse_flag(options&, const std::string& flag, const flag_reader&);
+//     template <class... Nodes>
+//     static int run(const program_t<Nodes...>&, const options&, output_printer&);
+//   };
+//
+// run() places the instances (launch/placement.hpp), starts them (a coordinator and a
+// spawn function for launchers of node processes, launch/coordinator.hpp), and returns
+// the exit code that the program's lifecycle (launch/lifecycle.hpp) ended with.
+#pragma once
+
+#include <concepts>
+#include <string>
+#include <string_view>
+
+#include "flags.hpp"
+#include "output.hpp"
+
+namespace tlaunch::launch {
+
+template <class L>
+concept launcher = requires(options& o, const std::string& flag, const flag_reader& r) {
+  { L::name } -> std::convertible_to<std::string_view>;
+  { L::summary } -> std::convertible_to<std::string_view>;
+  { L::usage } -> std::convertible_to<std::string_view>;
+  { L::parse_flag(o, flag, r) } -> std::same_as<bool>;
+};
+
+// For launchers without flags of their own.
+inline bool no_flags(options&, const std::string&, const flag_reader&) { return false; }
+
+}  // namespace tlaunch::launch

@@ -1,0 +1,49 @@
+// The launchers --launch chooses from. Adding one: a header with its launcher type
+// (see launch/launcher.hpp) and one entry in registered_launchers below; --launch,
+// --help and dispatch follow from this list.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "../error.hpp"
+#include "../program.hpp"
+#include "flags.hpp"
+#include "launcher.hpp"
+#include "local_mp.hpp"
+#include "local_mt.hpp"
+#include "output.hpp"
+#include "ssh.hpp"
+
+namespace tlaunch::launch {
+
+template <launcher... L>
+struct launcher_list {
+  static launcher_table table() {
+    return launcher_table{{launcher_table::entry{L::name, L::summary, L::usage, &L::parse_flag}...}};
+  }
+
+  // Runs p with the launcher o.launch names.
+  template <class... Nodes>
+  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+    int code = 0;
+    bool found = false;
+    (void)((o.launch == L::name ? (found = true, code = L::run(p, o, out), true) : false) || ...);
+    if (!found) throw launch_error("--launch: no launcher is named '" + o.launch + "'");
+    return code;
+  }
+};
+
+using registered_launchers = launcher_list<local_mt_launcher, local_mp_launcher, ssh_launcher>;
+
+// The command line, with every registered launcher's flags.
+inline options parse(int argc, const char* const* argv) {
+  return parse(argc, argv, registered_launchers::table());
+}
+
+// --help: the common flags, then each registered launcher's.
+inline std::string usage(std::string_view prog) {
+  return usage(prog, registered_launchers::table());
+}
+
+}  // namespace tlaunch::launch

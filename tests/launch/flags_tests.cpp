@@ -1,0 +1,132 @@
+// The launcher's command line.
+#include <doctest/doctest.h>
+
+#include <tlaunch/launch/registry.hpp>
+#include <vector>
+
+namespace {
+tlaunch::launch::options parse(std::vector<const char*> a) {
+  a.insert(a.begin(), "prog");
+  return tlaunch::launch::parse(static_cast<int>(a.size()), a.data());
+}
+}  // namespace
+
+TEST_SUITE("flags") {
+  TEST_CASE("both flag forms, replicas, placement and program arguments") {
+    auto o = parse({"--launch=local_mp", "--replicas", "worker=8,ps=2", "--grace=1.5",
+                    "--place", "worker=h2,h3", "--hosts=h1,root@h2:2222", "--", "--count", "5"});
+    CHECK(o.launch == "local_mp");
+    CHECK(o.replicas.at("worker") == 8);
+    CHECK(o.replicas.at("ps") == 2);
+    CHECK(o.grace.count() == 1500);
+    CHECK(o.place.at("worker") == std::vector<std::string>{"h2", "h3"});
+    CHECK(o.hosts == std::vector<std::string>{"h1", "root@h2:2222"});
+    CHECK(o.user_args == std::vector<std::string>{"--count", "5"});
+    // What node processes must see to build the same graph.
+    CHECK(o.passthrough == std::vector<std::string>{"--replicas=worker=8,ps=2", "--grace=1.5",
+                                                    "--", "--count", "5"});
+  }
+
+  TEST_CASE("--busy-poll takes microseconds and reaches node processes") {
+    auto o = parse({"--busy-poll=250"});
+    CHECK(o.busy_poll == std::chrono::microseconds(250));
+    CHECK(o.passthrough == std::vector<std::string>{"--busy-poll=250"});
+    CHECK(parse({}).busy_poll == std::chrono::microseconds(0));
+    CHECK_THROWS_WITH(parse({"--busy-poll=soon"}), doctest::Contains("--busy-poll: 'soon'"));
+    CHECK_THROWS_WITH(parse({"--busy-poll=2000000"}), doctest::Contains("--busy-poll"));
+  }
+
+  TEST_CASE("bad input names the flag") {
+    CHECK_THROWS_WITH(parse({"--lanch=ssh"}), doctest::Contains("unknown flag '--lanch'"));
+    CHECK_THROWS_WITH(parse({"--launch=cloud"}), doctest::Contains("'cloud' is not one of"));
+    CHECK_THROWS_WITH(parse({"--replicas", "worker"}), doctest::Contains("NAME=N"));
+    CHECK_THROWS_WITH(parse({"--replicas=worker=-1"}), doctest::Contains("--replicas"));
+    CHECK_THROWS_WITH(parse({"--grace=soon"}), doctest::Contains("--grace"));
+    CHECK_THROWS_WITH(parse({"--threads"}), doctest::Contains("--threads needs a value"));
+    CHECK_THROWS_WITH(parse({"stray"}), doctest::Contains("after `--`"));
+    CHECK_THROWS_WITH(parse({"--force-wire=yes"}), doctest::Contains("takes no value"));
+  }
+
+  TEST_CASE("usage lists every flag") {
+    auto u = tlaunch::launch::usage("prog");
+    for (const char* f : {"--launch", "--replicas", "--threads", "--busy-poll", "--grace", "--log-dir", "--color",
+                          "--force-wire", "--max-frame", "--hosts", "--hostfile", "--place",
+                          "--ssh-identity", "--ssh-accept-new", "--known-hosts",
+                          "--coordinator-host", "--start-timeout", "--help"})
+      CHECK_MESSAGE(u.find(f) != std::string::npos, f);
+  }
+}
+
+// A launcher of the test's own, registered beside the real ones the way
+// launch/registry.hpp registers them: one type and one entry in a launcher_list.
+namespace {
+struct echo_launcher {
+  static constexpr std::string_view name = "echo";
+  static constexpr std::string_view summary = "prints the instances it would start";
+  static constexpr std::string_view usage = "  --echo-prefix=TEXT       put TEXT before each line\n";
+  static bool parse_flag(tlaunch::launch::options& o, const std::string& flag,
+                         const tlaunch::launch::flag_reader& r) {
+    if (flag != "--echo-prefix") return false;
+    o.launcher_flags[flag] = r.value();
+    return true;
+  }
+  template <class... Nodes>
+  static int run(const tlaunch::program_t<Nodes...>& p, const tlaunch::launch::options& o,
+                 tlaunch::launch::output_printer&) {
+    ran_with = o.launcher_flags.at("--echo-prefix");
+    for (const auto& n : tlaunch::detail::describe(p, o.replicas)) instances += n.replicas;
+    return 7;
+  }
+  static inline std::string ran_with;
+  static inline std::uint32_t instances = 0;
+};
+static_assert(tlaunch::launch::launcher<echo_launcher>);
+
+struct Svc {
+  int f() const { return 1; }
+  using rpc = tlaunch::methods<&Svc::f>;
+};
+constexpr auto small_program =
+    tlaunch::program(tlaunch::node<"a", Svc>(), tlaunch::node<"b", Svc>().replicas(3));
+
+using with_echo = tlaunch::launch::launcher_list<tlaunch::launch::local_mt_launcher,
+                                                 tlaunch::launch::local_mp_launcher,
+                                                 tlaunch::launch::ssh_launcher, echo_launcher>;
+}  // namespace
+
+TEST_SUITE("registry") {
+  TEST_CASE("--launch values, --help and the error for an unknown one come from the registry") {
+    auto u = tlaunch::launch::usage("prog");
+    for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on"})
+      CHECK_MESSAGE(u.find(l) != std::string::npos, l);
+    CHECK_THROWS_WITH_AS(parse({"--launch=cloud"}),
+                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh",
+                         tlaunch::launch::usage_error);
+    // usage_error is a tlaunch::error.
+    CHECK_THROWS_AS(parse({"--launch=cloud"}), tlaunch::error);
+  }
+
+  TEST_CASE("a launcher's own flags are parsed by it; others reject them") {
+    auto o = parse({"--launch=ssh", "--ssh-parallel=3", "--ssh-accept-new", "--known-hosts", "kh"});
+    CHECK(o.ssh_parallel == 3);
+    CHECK(o.ssh_accept_new);
+    CHECK(o.known_hosts == "kh");
+    CHECK_THROWS_WITH(parse({"--ssh-parallel=0"}), doctest::Contains("--ssh-parallel: must be at least 1"));
+    CHECK_THROWS_WITH(parse({"--ssh-accept-new=yes"}), doctest::Contains("takes no value"));
+    CHECK_THROWS_WITH(parse({"--echo-prefix=x"}), doctest::Contains("unknown flag '--echo-prefix'"));
+  }
+
+  TEST_CASE("adding a launcher: one type, one list entry; flags, help and dispatch follow") {
+    auto table = with_echo::table();
+    std::vector<const char*> a{"prog", "--launch=echo", "--echo-prefix", ">>", "--replicas=b=2"};
+    auto o = tlaunch::launch::parse(static_cast<int>(a.size()), a.data(), table);
+    CHECK(o.launch == "echo");
+    auto u = tlaunch::launch::usage("prog", table);
+    CHECK(u.find("echo: prints the instances") != std::string::npos);
+    CHECK(u.find("--echo-prefix=TEXT") != std::string::npos);
+    tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never, "");
+    CHECK(with_echo::run(small_program, o, out) == 7);
+    CHECK(echo_launcher::ran_with == ">>");
+    CHECK(echo_launcher::instances == 3);
+  }
+}

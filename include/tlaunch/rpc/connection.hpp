@@ -35,7 +35,7 @@
 #include "../detail/buffer_pool.hpp"
 #include "../detail/fast_mutex.hpp"
 #include "../detail/id_map.hpp"
-#include "../detail/io_thread.hpp"
+#include "io_thread.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
 #include "batch.hpp"
@@ -433,7 +433,7 @@ class connection : public std::enable_shared_from_this<connection> {
     if (side_ == side::connector && !connected_) return;
     writing_ = true;
     lk.unlock();
-    if (tlaunch::detail::current_runtime_thread == nullptr) return write_loop();
+    if (current_runtime_thread == nullptr) return write_loop();
     // On the only io thread, a batch of work that is running writes when it is
     // done (the posted write would have waited for it anyway).
     if (single_io_thread() &&
@@ -780,7 +780,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // On the only thread that runs this io_context.
   bool single_io_thread() const {
-    return cfg_->single_io_thread && tlaunch::detail::current_runtime_thread != nullptr;
+    return cfg_->single_io_thread && current_runtime_thread != nullptr;
   }
 
   // Returns whether to read on.

@@ -52,9 +52,16 @@ namespace tlaunch::rpc {
 
 class connection;
 
-// Reads of this process that found their bytes by polling (connection::poll_read),
-// not through the reactor: the tests check that busy polling takes that path.
+#ifdef TLAUNCH_TEST_COUNTERS
+// Counters that only tests read. They exist when a test defines
+// TLAUNCH_TEST_COUNTERS before it includes tlaunch (every translation unit of
+// that program must agree); otherwise there is neither the name nor the cost.
+namespace test_counters {
+// Reads that found their bytes by polling (connection::poll_read), not through
+// the reactor: the tests check that busy polling takes that path.
 inline std::atomic<std::uint64_t> polled_reads{0};
+}  // namespace test_counters
+#endif
 
 // What every connection of a process shares: who we are (the hello) and what we accept.
 struct connection_config : hello_identity {
@@ -524,7 +531,9 @@ class connection : public std::enable_shared_from_this<connection> {
       std::error_code ec;
       std::size_t n = socket_.read_some(reader_.prepare(), ec);  // the socket is non-blocking
       if (ec != asio::error::would_block && ec != asio::error::try_again) {
-        if (!ec) polled_reads.fetch_add(1, std::memory_order_relaxed);
+#ifdef TLAUNCH_TEST_COUNTERS
+        if (!ec) test_counters::polled_reads.fetch_add(1, std::memory_order_relaxed);
+#endif
         on_read(std::move(self), ec, n);
         return;
       }

@@ -13,20 +13,35 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/runtime.hpp"
 #include "handle.hpp"
 #include "rpc/instance.hpp"
+#include "rpc/runtime.hpp"
 
 namespace tlaunch {
 
+class context;
+
+namespace detail {
+// How the library makes and finds a node's context; users only receive one.
+struct context_access {
+  // The context of a hosted instance, which owns it (rpc::instance::run_context).
+  static std::shared_ptr<context> make(rpc::runtime& rt, rpc::instance& inst);
+  static context& of(rpc::instance& inst) {
+    return *static_cast<context*>(inst.run_context.get());
+  }
+};
+}  // namespace detail
+
 class context {
- public:
-  context(detail::runtime& rt, rpc::instance& inst)
+  friend struct detail::context_access;
+  context(rpc::runtime& rt, rpc::instance& inst)
       : rt_(rt), inst_(inst), stop_timer_(inst.strand, asio::steady_timer::time_point::max()) {
     rt_.add_stop_waker([this] {
       asio::post(inst_.strand, [this] { stop_timer_.cancel(); });
     });
   }
+
+ public:
   context(const context&) = delete;
   context& operator=(const context&) = delete;
 
@@ -98,9 +113,14 @@ class context {
   }
 
  private:
-  detail::runtime& rt_;
+  rpc::runtime& rt_;
   rpc::instance& inst_;
   asio::steady_timer stop_timer_;
 };
+
+inline std::shared_ptr<context> detail::context_access::make(rpc::runtime& rt,
+                                                             rpc::instance& inst) {
+  return std::shared_ptr<context>(new context(rt, inst));
+}
 
 }  // namespace tlaunch

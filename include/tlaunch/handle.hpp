@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "detail/runtime.hpp"
+#include "rpc/runtime.hpp"
 #include "detail/small_pool.hpp"
 #include "error.hpp"
 #include "rpc/call.hpp"

@@ -22,11 +22,11 @@
 
 #include "context.hpp"
 #include "detail/fixed_string.hpp"
-#include "detail/runtime.hpp"
 #include "detail/type_name.hpp"
 #include "error.hpp"
 #include "handle.hpp"
 #include "rpc/dispatch.hpp"
+#include "rpc/runtime.hpp"
 
 namespace tlaunch {
 
@@ -230,11 +230,11 @@ void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
       spec.args);
   inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
   inst.methods = rpc::dispatch_table<T>::get();
-  inst.ctx = std::make_shared<context>(rt, inst);
+  inst.run_context = context_access::make(rt, inst);
   if constexpr (has_run<T>) {
     inst.start_run = [&rt](rpc::instance& i) {
       i.run_active = true;
-      asio::co_spawn(i.strand, run_body<T>(i.object, i.ctx.get()),
+      asio::co_spawn(i.strand, run_body<T>(i.object, &context_access::of(i)),
                      asio::bind_cancellation_slot(i.run_cancel.slot(), [&rt, &i](std::exception_ptr e) {
                        i.run_active = false;
                        if (rt.run_finished) rt.run_finished(i, e);

@@ -1,5 +1,7 @@
 // Calls through handles, the way a user writes them, on both paths: direct
 // (local_mt) and over the wire (local_mt with force_wire, loopback TCP).
+// rpc::test_counters::polled_reads shows which path a read took.
+#define TLAUNCH_TEST_COUNTERS
 #include <doctest/doctest.h>
 
 #include <asio/experimental/awaitable_operators.hpp>
@@ -601,9 +603,9 @@ TEST_SUITE("calls") {
       REQUIRE(eventually([&] { return s.sync<&Spinner::poll_us>() >= 0; }));
       // Calls one after the other: the call and its reply each come in a read
       // of their own, while the connection is polling.
-      const auto before = tlaunch::rpc::polled_reads.load();
+      const auto before = tlaunch::rpc::test_counters::polled_reads.load();
       for (std::int64_t i = 0; i < 200; ++i) REQUIRE(s.sync<&Spinner::add>(i, 7) == i + 7);
-      CHECK(tlaunch::rpc::polled_reads.load() - before >= 200);  // of about 400
+      CHECK(tlaunch::rpc::test_counters::polled_reads.load() - before >= 200);  // of about 400
       for (int round = 0; round < 3; ++round)
         CHECK(t.get<"mixer">().sync<&Mixer::mixed>(tlaunch::call_options{.timeout = 20s}, 1000) == "ok");
       s.sync<&Spinner::set_poll>(200);  // counts at once, also for a read polling now
@@ -621,12 +623,12 @@ TEST_SUITE("calls") {
       s.sync<&Spinner::set_poll>(0);
       CHECK(s.sync<&Spinner::poll_us>() == 0);
       std::this_thread::sleep_for(20ms);  // a polling turn in progress ends
-      const auto off = tlaunch::rpc::polled_reads.load();
+      const auto off = tlaunch::rpc::test_counters::polled_reads.load();
       for (std::int64_t i = 0; i < 50; ++i) CHECK(s.sync<&Spinner::add>(i, 2) == i + 2);
-      CHECK(tlaunch::rpc::polled_reads.load() == off);  // the reactor's reads again
+      CHECK(tlaunch::rpc::test_counters::polled_reads.load() == off);  // the reactor's reads again
       s.sync<&Spinner::set_poll>(5'000'000);  // on again (long: see above)
       for (std::int64_t i = 0; i < 50; ++i) CHECK(s.sync<&Spinner::add>(i, 3) == i + 3);
-      CHECK(tlaunch::rpc::polled_reads.load() > off);
+      CHECK(tlaunch::rpc::test_counters::polled_reads.load() > off);
       t.stop();
       CHECK(t.wait() == 0);
     }

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "../detail/runtime.hpp"
+#include "../rpc/runtime.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
 #include "child.hpp"

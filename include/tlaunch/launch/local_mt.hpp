@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "../detail/runtime.hpp"
+#include "../rpc/runtime.hpp"
 #include "../detail/secret.hpp"
 #include "../program.hpp"
 #include "flags.hpp"

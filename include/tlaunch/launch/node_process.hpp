@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "../detail/runtime.hpp"
+#include "../rpc/runtime.hpp"
 #include "../detail/secret.hpp"
 #include "../program.hpp"
 #include "../wire/codec.hpp"

@@ -21,13 +21,13 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "../detail/runtime.hpp"
 #include "../detail/small_pool.hpp"
-#include "../error.hpp"
-#include "../service.hpp"
 #include "../wire/codec.hpp"
 #include "batch.hpp"
 #include "dispatch.hpp"
+#include "errors.hpp"
+#include "method.hpp"
+#include "runtime.hpp"
 
 namespace tlaunch {
 
@@ -45,7 +45,7 @@ using result_holder = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
 
 // Who a call went to, for error messages; strings are built only on error.
 struct call_target {
-  const tlaunch::detail::runtime* rt;
+  const rpc::runtime* rt;
   std::uint32_t flat;
   std::string_view method;
   call_site site() const {
@@ -385,7 +385,7 @@ auto small_frame_of(const std::tuple<T...>& args) {
 // Starts call M with the (decayed) argument tuple; the handler receives
 // void(std::exception_ptr) or void(std::exception_ptr, R).
 template <auto M, class Handler, class Args>
-void start_call(tlaunch::detail::runtime& rt, std::uint32_t flat, instance* direct,
+void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
                 const call_options& opt, Args&& args, Handler&& handler) {
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using R = typename traits::result;

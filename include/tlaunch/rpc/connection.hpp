@@ -1,11 +1,16 @@
-// One multiplexed TCP connection between two tlaunch processes.
+// One multiplexed TCP connection between two tlaunch processes: the socket
+// (options, resolve and connect, reads, writes, close) and the locking that
+// ties together pieces that know nothing of sockets: the hello exchange
+// (handshake.hpp), the calls waiting for replies (call_table.hpp), the frame
+// queues and gather writes (frame_writer.hpp) and the read buffer cut into
+// frames (frame_reader.hpp).
 //
 // Either side may call the other: calls are matched to replies by id, any
 // number are in flight. Writes are batched: whatever is queued goes out in one
 // gather write, tried without blocking first; reads take everything that has
 // arrived and parse every complete frame before going back to the kernel.
-// The first frames are the hello exchange (wire/hello.hpp); until it completes
-// nothing else is sent, and nothing else is accepted.
+// Until the hello exchange completes nothing else is sent, and nothing else is
+// accepted.
 #pragma once
 
 #include <fcntl.h>
@@ -32,30 +37,34 @@
 #include <utility>
 #include <vector>
 
-#include "../detail/buffer_pool.hpp"
 #include "../detail/fast_mutex.hpp"
-#include "../detail/id_map.hpp"
-#include "../detail/io_thread.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
-#include "batch.hpp"
 #include "../wire/frame.hpp"
-#include "../wire/hello.hpp"
+#include "batch.hpp"
+#include "call_table.hpp"
+#include "frame_reader.hpp"
+#include "frame_writer.hpp"
+#include "handshake.hpp"
+#include "io_thread.hpp"
 
 namespace tlaunch::rpc {
 
 class connection;
 
-// Reads of this process that found their bytes by polling (connection::poll_read),
-// not through the reactor: the tests check that busy polling takes that path.
+#ifdef TLAUNCH_TEST_COUNTERS
+// Counters that only tests read. They exist when a test defines
+// TLAUNCH_TEST_COUNTERS before it includes tlaunch (every translation unit of
+// that program must agree); otherwise there is neither the name nor the cost.
+namespace test_counters {
+// Reads that found their bytes by polling (connection::poll_read), not through
+// the reactor: the tests check that busy polling takes that path.
 inline std::atomic<std::uint64_t> polled_reads{0};
+}  // namespace test_counters
+#endif
 
-// What every connection of a process shares: who we are and what we accept.
-struct connection_config {
-  std::vector<std::uint8_t> secret;
-  std::string build_id;
-  std::string listen_address;  // ours, announced in the hello
-  std::string name;            // ours, for the peer's messages
+// What every connection of a process shares: who we are (the hello) and what we accept.
+struct connection_config : hello_identity {
   std::uint32_t max_frame = wire::default_max_frame;
   // One thread runs the io_context: a read's work may run at once, on it.
   bool single_io_thread = false;
@@ -84,20 +93,10 @@ class connection_sink {
   virtual void log(const std::string& message) = 0;
 };
 
-// A call waiting for its reply. complete() or fail() is called exactly once.
-class pending_call {
- public:
-  virtual ~pending_call() = default;
-  // Reply or error_reply, on the reader's thread; payload valid only during the call.
-  virtual void complete(const wire::frame_header& h, std::span<const char> payload) = 0;
-  // The connection closed or was refused before the reply came.
-  virtual void fail_unavailable(const std::string& why) = 0;
-};
-
 class connection : public std::enable_shared_from_this<connection> {
  public:
   using tcp = asio::ip::tcp;
-  enum class side { connector, acceptor };
+  using side = handshake::side;
 
   // Starts connecting to "host:port"; calls may be queued at once.
   static std::shared_ptr<connection> connect(asio::io_context& io, const std::string& address,
@@ -121,8 +120,6 @@ class connection : public std::enable_shared_from_this<connection> {
     c->start_read();
     return c;
   }
-
-  ~connection() { delete_buffer(); }
 
   // The peer's listen address as it announced it (acceptor) or as dialled (connector).
   std::string peer_listen_address() const {
@@ -152,7 +149,7 @@ class connection : public std::enable_shared_from_this<connection> {
                            std::shared_ptr<pending_call> p) {
     return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
       f.seal(sealed);
-      enqueue_locked(std::move(f));
+      out_.push(std::move(f));
     });
   }
 
@@ -162,7 +159,7 @@ class connection : public std::enable_shared_from_this<connection> {
                            std::shared_ptr<pending_call> p) {
     return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
       seal_small(frame, sealed);
-      enqueue_bytes_locked(frame);
+      out_.push_bytes(frame);
     });
   }
 
@@ -170,13 +167,12 @@ class connection : public std::enable_shared_from_this<connection> {
   // Returns the pending call if it was still waiting.
   std::shared_ptr<pending_call> abandon_call(std::uint64_t call_id) {
     std::unique_lock lk(mu_);
-    auto taken = pending_.take(call_id);
-    if (!taken) return nullptr;
-    auto p = std::move(*taken);
+    auto p = calls_.take(call_id);
+    if (!p) return nullptr;
     if (!closed_) {
       auto f = wire::make_small_frame();
       seal_small(f.span(), {.type = wire::kind::cancel, .call_id = call_id});
-      enqueue_bytes_locked(f.span());
+      out_.push_bytes(f.span());
       kick_locked(lk);
     }
     return p;
@@ -186,7 +182,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void send(wire::frame_buffer&& f) {
     std::unique_lock lk(mu_);
     if (closed_) return;
-    enqueue_locked(std::move(f));
+    out_.push(std::move(f));
     kick_locked(lk);
   }
 
@@ -217,7 +213,7 @@ class connection : public std::enable_shared_from_this<connection> {
     seal_small(frame, h);  // the call id is set when the batch registers it
     std::shared_ptr<void> extra = std::move(p);
     if (deferred_writes::stage(
-            &pending_, [this] { return std::shared_ptr<void>(shared_from_this()); },
+            &calls_, [this] { return std::shared_ptr<void>(shared_from_this()); },
             [](const std::shared_ptr<void>& who, std::span<char> bytes,
                std::span<std::shared_ptr<void>> pendings) {
               static_cast<connection*>(who.get())->register_calls(bytes, pendings);
@@ -237,24 +233,32 @@ class connection : public std::enable_shared_from_this<connection> {
   // it runs `cancel`. Unregistered when the method completes.
   void register_running(std::uint64_t call_id, std::function<void()> cancel) {
     std::lock_guard lk(mu_);
-    running_[call_id] = std::move(cancel);
+    calls_.add_running(call_id, std::move(cancel));
   }
   void unregister_running(std::uint64_t call_id) {
     std::lock_guard lk(mu_);
-    running_.erase(call_id);
+    calls_.remove_running(call_id);
   }
 
   std::size_t pending_count() const {
     std::lock_guard lk(mu_);
-    return pending_.size();
+    return calls_.size();
   }
 
  private:
   connection(tcp::socket s, side sd, std::shared_ptr<const connection_config> cfg,
              connection_sink* sink)
-      : socket_(std::move(s)), side_(sd), cfg_(std::move(cfg)), sink_(sink) {
+      : socket_(std::move(s)),
+        side_(sd),
+        cfg_(std::move(cfg)),
+        sink_(sink),
+        handshake_(sd, *cfg_, fresh_nonce()) {}
+
+  static handshake::nonce fresh_nonce() {
     auto n = tlaunch::detail::random_secret();
-    std::memcpy(my_nonce_.data(), n.data(), my_nonce_.size());
+    handshake::nonce out;
+    std::memcpy(out.data(), n.data(), out.size());
+    return out;
   }
 
   // ----- connect and hello ---------------------------------------------------
@@ -285,7 +289,7 @@ class connection : public std::enable_shared_from_this<connection> {
                                   std::lock_guard lk(self->mu_);
                                   self->connected_ = true;
                                 }
-                                self->send_hello(false, {});
+                                self->send_handshake(self->handshake_.hello());
                                 self->start_read();
                               });
         });
@@ -304,32 +308,17 @@ class connection : public std::enable_shared_from_this<connection> {
     socket_.non_blocking(true, ec);
   }
 
-  void send_hello(bool reply, const std::array<std::uint8_t, 16>& peer_nonce) {
-    wire::hello h;
-    h.is_reply = reply;
-    h.nonce = my_nonce_;
-    h.build_id = cfg_->build_id;
-    h.listen_address = cfg_->listen_address;
-    h.name = cfg_->name;
-    if (reply) h.proof = wire::secret_proof(cfg_->secret, "acceptor", peer_nonce, my_nonce_);
-    wire::frame_buffer f;
-    wire::encode_hello(f, h);
-    send_handshake(std::move(f));
-  }
-
   void send_handshake(wire::frame_buffer&& f) {
     std::unique_lock lk(mu_);
     if (closed_) return;
-    pre_.push_back(f.release());
+    pre_.push_whole(std::move(f));
     kick_locked(lk);
   }
 
   // Sends a refusal, then closes.
   void refuse(const std::string& reason) {
     sink_->log("refusing connection from " + peer_address_ + ": " + reason);
-    wire::frame_buffer f;
-    wire::serialize_into(f, reason);
-    f.seal({.type = wire::kind::refuse});
+    auto f = handshake::refusal(reason);
     std::unique_lock lk(mu_);
     if (closed_) return;
     if (!writing_) {  // best effort: the reason reaches the peer before the close
@@ -340,80 +329,31 @@ class connection : public std::enable_shared_from_this<connection> {
     close_locked(lk, "refused: " + reason);
   }
 
-  // Handles hello/auth/refuse; returns false if the connection was closed.
+  // A frame of the hello exchange; returns false if the connection was closed.
   bool handle_handshake(const wire::frame_header& h, std::span<const char> payload) {
-    if (h.type == wire::kind::refuse) {
-      std::string reason;
-      try {
-        wire::deserialize_from(payload, reason);
-      } catch (...) {
-        reason = "(unreadable reason)";
-      }
-      close(peer_address_ + " refused the connection: " + reason);
-      return false;
-    }
-    if (side_ == side::acceptor && state_ == hs::await_auth && h.type == wire::kind::auth) {
-      auto expect = wire::secret_proof(cfg_->secret, "connector", my_nonce_, peer_nonce_);
-      if (payload.size() != expect.size() ||
-          !tlaunch::detail::constant_time_equal(
-              std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(payload.data()),
-                                            payload.size()),
-              std::span<const std::uint8_t>(expect))) {
-        refuse("wrong launch secret");
-        return false;
-      }
-      become_ready();
-      return true;
-    }
-    if (h.type != wire::kind::hello || state_ != hs::await_hello) {
-      refuse("frame before the hello exchange completed");
-      return false;
-    }
-    std::string problem;
-    auto hello = wire::decode_hello(payload, problem);
-    if (!hello) {
-      refuse(problem);
-      return false;
-    }
-    if (hello->build_id != cfg_->build_id) {
-      refuse("different binary: peer build-id " + hello->build_id + ", ours " + cfg_->build_id +
-             " (every node must run the same binary)");
-      return false;
-    }
-    {
+    auto step = handshake_.on_frame(h, payload);
+    if (step.learned_peer) {
       std::lock_guard lk(mu_);
-      peer_listen_ = hello->listen_address;
-      peer_name_ = hello->name;
+      peer_listen_ = handshake_.peer_listen();
+      peer_name_ = handshake_.peer_name();
     }
-    peer_nonce_ = hello->nonce;
-    if (side_ == side::acceptor) {
-      if (hello->is_reply) {
-        refuse("unexpected hello reply");
+    switch (step.what) {
+      case handshake::outcome::peer_refused:
+        close(peer_address_ + " refused the connection: " + step.reason);
         return false;
-      }
-      send_hello(true, peer_nonce_);
-      state_ = hs::await_auth;
-      return true;
+      case handshake::outcome::refuse:
+        refuse(step.reason);
+        return false;
+      case handshake::outcome::wait:
+      case handshake::outcome::ready:
+        break;
     }
-    // Connector: check the acceptor's proof, answer with ours, then go.
-    auto expect = wire::secret_proof(cfg_->secret, "acceptor", my_nonce_, peer_nonce_);
-    if (!hello->is_reply || !tlaunch::detail::constant_time_equal(
-                                std::span<const std::uint8_t>(hello->proof),
-                                std::span<const std::uint8_t>(expect))) {
-      refuse("peer does not hold the launch secret");
-      return false;
-    }
-    auto proof = wire::secret_proof(cfg_->secret, "connector", peer_nonce_, my_nonce_);
-    wire::frame_buffer f;
-    f.append(proof.data(), proof.size());
-    f.seal({.type = wire::kind::auth});
-    send_handshake(std::move(f));
-    become_ready();
+    if (step.reply) send_handshake(std::move(*step.reply));
+    if (step.what == handshake::outcome::ready) become_ready();
     return true;
   }
 
   void become_ready() {
-    state_ = hs::ready;
     {
       std::unique_lock lk(mu_);
       ready_ = true;
@@ -433,7 +373,7 @@ class connection : public std::enable_shared_from_this<connection> {
     if (side_ == side::connector && !connected_) return;
     writing_ = true;
     lk.unlock();
-    if (tlaunch::detail::current_runtime_thread == nullptr) return write_loop();
+    if (current_runtime_thread == nullptr) return write_loop();
     // On the only io thread, a batch of work that is running writes when it is
     // done (the posted write would have waited for it anyway).
     if (single_io_thread() &&
@@ -449,7 +389,7 @@ class connection : public std::enable_shared_from_this<connection> {
   template <class Enqueue>
   std::uint64_t register_call(wire::frame_header h, std::shared_ptr<pending_call> p,
                               Enqueue&& enqueue) {
-    deferred_writes::flush_key(&pending_);  // calls this thread batched go first
+    deferred_writes::flush_key(&calls_);  // calls this thread batched go first
     std::unique_lock lk(mu_);
     if (closed_) {
       std::string why = close_reason_;
@@ -457,9 +397,9 @@ class connection : public std::enable_shared_from_this<connection> {
       p->fail_unavailable(why);
       return 0;
     }
-    h.call_id = next_call_id_++;
+    h.call_id = calls_.next_id();
     enqueue(h);
-    pending_.insert(h.call_id, std::move(p));
+    calls_.insert(h.call_id, std::move(p));
     kick_locked(lk);
     return h.call_id;
   }
@@ -478,22 +418,20 @@ class connection : public std::enable_shared_from_this<connection> {
     std::size_t at = 0;
     for (auto& p : pendings) {
       char* f = frames.data() + at;
-      const std::uint64_t id = next_call_id_++;
+      const std::uint64_t id = calls_.next_id();
       wire::store_call_id(f, id);
       at += wire::header_size + wire::detail::get32(reinterpret_cast<const unsigned char*>(f));
-      pending_.insert(id, std::static_pointer_cast<pending_call>(std::move(p)));
+      calls_.insert(id, std::static_pointer_cast<pending_call>(std::move(p)));
     }
-    enqueue_bytes_locked(frames.first(at));
+    out_.push_bytes(frames.first(at));
     kick_locked(lk);
   }
-
-  static constexpr std::size_t small_frame = 2048, merged_limit = 8 * 1024;
 
   // Queues whole frames' bytes by copying them; dropped if closed.
   void send_bytes(std::span<const char> bytes) {
     std::unique_lock lk(mu_);
     if (closed_) return;
-    enqueue_bytes_locked(bytes);
+    out_.push_bytes(bytes);
     kick_locked(lk);
   }
 
@@ -502,175 +440,51 @@ class connection : public std::enable_shared_from_this<connection> {
     wire::encode_header(h, frame.data());
   }
 
-  // Appends a small frame's bytes to the last queued frame when it has room.
-  bool append_to_tail_locked(std::span<const char> bytes) {
-    if (out_.empty()) return false;
-    auto& tail = out_.back();
-    if (!tail.externals.empty() || tail.inline_bytes.size() + bytes.size() > merged_limit)
-      return false;
-    std::size_t used = tail.inline_bytes.size();
-    tail.inline_bytes.resize(used + bytes.size());
-    std::memcpy(tail.inline_bytes.data() + used, bytes.data(), bytes.size());
-    return true;
-  }
-
-  // Queues a frame for the writer. A small frame after another small one is
-  // appended to that one's bytes: a burst of calls or replies then reaches the
-  // writer as one piece, not one object per frame, and its buffer is reused
-  // at once.
-  void enqueue_locked(wire::frame_buffer&& f) {
-    auto bytes = f.bytes();
-    if (!f.has_externals() && bytes.size() <= small_frame && append_to_tail_locked(bytes)) {
-      wire::recycle(f.release());
-      return;
-    }
-    out_.push_back(f.release());
-  }
-
-  // Queues a copy of a small frame's bytes (a frame built on the stack).
-  void enqueue_bytes_locked(std::span<const char> bytes) {
-    if (append_to_tail_locked(bytes)) return;
-    wire::outgoing_frame f{wire::detail::take_spare_buffer(), {}};
-    f.inline_bytes.resize(bytes.size());
-    std::memcpy(f.inline_bytes.data(), bytes.data(), bytes.size());
-    out_.push_back(std::move(f));
-  }
-
-  // Moves everything sendable into the batch; false when there is nothing.
+  // Moves everything sendable into the writer's batch; false when there is nothing.
   bool refill_batch_locked() {
-    for (auto& b : pre_) batch_.push_back(std::move(b));
-    pre_.clear();
-    if (ready_) {
-      for (auto& b : out_) batch_.push_back(std::move(b));
-      out_.clear();
-    }
-    batch_index_ = 0;
-    batch_offset_ = 0;
-    return !batch_.empty();
+    writer_.take(pre_);
+    if (ready_) writer_.take(out_);
+    return !writer_.done();
   }
 
   void write_loop() {
     for (;;) {
-      if (batch_index_ >= batch_.size()) {
-        for (auto& f : batch_) wire::recycle(std::move(f));
-        batch_.clear();
+      if (writer_.done()) {
+        writer_.recycle_written();
         std::unique_lock lk(mu_);
         if (closed_ || !refill_batch_locked()) {
           writing_ = false;
-          batch_.clear();
+          writer_.clear();
           if (closed_) finish_close_locked(lk);
           return;
         }
       }
-      build_gather();
+      const auto& gather = writer_.gather();
       std::error_code ec;
-      std::size_t n = socket_.write_some(gather_, ec);
+      std::size_t n = socket_.write_some(gather, ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        socket_.async_write_some(gather_, [self = shared_from_this()](std::error_code ec,
-                                                                      std::size_t n) {
+        // gather stays valid: the writer is untouched until this completes.
+        socket_.async_write_some(gather, [self = shared_from_this()](std::error_code ec,
+                                                                     std::size_t n) {
           if (ec) return self->write_failed(ec);
-          self->advance(n);
+          self->writer_.advance(n);
           self->write_loop();
         });
         return;
       }
       if (ec) return write_failed(ec);
-      advance(n);
-    }
-  }
-
-  // The next write's buffers. Small pieces (most frames) are copied side by
-  // side into one buffer: the kernel copies one long piece much faster than
-  // many short ones. Large pieces are written from where they are.
-  void build_gather() {
-    static constexpr std::size_t max_pieces = 64, small_piece = 2048;
-    if (coalesce_.capacity() < coalesce_capacity) coalesce_.reserve(coalesce_capacity);
-    gather_.clear();
-    coalesce_.clear();
-    const char* run = nullptr;  // start of the coalesced piece that gather_.back() is
-    for (std::size_t i = batch_index_; i < batch_.size() && gather_.size() < max_pieces; ++i) {
-      bool full = false;
-      batch_[i].for_each_piece(i == batch_index_ ? batch_offset_ : 0,
-                               [&](const char* p, std::size_t n) {
-                                 if (n == 0) return true;
-                                 if (n <= small_piece &&
-                                     coalesce_.size() + n <= coalesce_.capacity()) {
-                                   std::size_t used = coalesce_.size();
-                                   coalesce_.resize(used + n);  // within capacity: no move
-                                   char* at = coalesce_.data() + used;
-                                   std::memcpy(at, p, n);
-                                   if (run && !gather_.empty() &&
-                                       static_cast<const char*>(gather_.back().data()) == run)
-                                     gather_.back() = asio::const_buffer(
-                                         run, gather_.back().size() + n);
-                                   else {
-                                     run = at;
-                                     gather_.emplace_back(at, n);
-                                   }
-                                   return gather_.size() < max_pieces;
-                                 }
-                                 if (n <= small_piece) {  // no room left: next write
-                                   full = true;
-                                   return false;
-                                 }
-                                 run = nullptr;
-                                 gather_.emplace_back(p, n);
-                                 return gather_.size() < max_pieces;
-                               });
-      if (full) break;
-    }
-  }
-
-  void advance(std::size_t n) {
-    while (n > 0 && batch_index_ < batch_.size()) {
-      std::size_t left = batch_[batch_index_].size() - batch_offset_;
-      if (n >= left) {
-        n -= left;
-        ++batch_index_;
-        batch_offset_ = 0;
-      } else {
-        batch_offset_ += n;
-        n = 0;
-      }
+      writer_.advance(n);
     }
   }
 
   void write_failed(std::error_code ec) {
     std::unique_lock lk(mu_);
     writing_ = false;
-    batch_.clear();
+    writer_.clear();
     close_locked(lk, "write to " + peer_name_locked() + " failed: " + ec.message());
   }
 
   // ----- reading -----------------------------------------------------------------
-
-  static constexpr std::size_t page = 4096;
-  static constexpr std::size_t initial_buffer = 64 * 1024;
-
-  void delete_buffer() {
-    if (buf_) std::free(buf_);
-    buf_ = nullptr;
-  }
-
-  // Makes room for `need` contiguous bytes from begin_, page-aligned allocation.
-  void reserve_frame(std::size_t need) {
-    if (cap_ - begin_ >= need) return;
-    std::size_t have = end_ - begin_;
-    if (cap_ >= need && begin_ > 0) {
-      std::memmove(buf_, buf_ + begin_, have);
-    } else {
-      std::size_t ncap = std::max(need, cap_ * 2);
-      ncap = (ncap + page - 1) / page * page;
-      char* nb = static_cast<char*>(std::aligned_alloc(page, ncap));
-      if (!nb) throw std::bad_alloc();
-      if (have) std::memcpy(nb, buf_ + begin_, have);
-      delete_buffer();
-      buf_ = nb;
-      cap_ = ncap;
-    }
-    begin_ = 0;
-    end_ = have;
-  }
 
   void start_read() {
     {
@@ -678,15 +492,7 @@ class connection : public std::enable_shared_from_this<connection> {
       if (closed_) return;
       reading_ = true;
     }
-    if (!buf_) reserve_frame(initial_buffer);
     read_more();
-  }
-
-  // Where the next read goes.
-  asio::mutable_buffer read_buffer() {
-    if (big_) return asio::buffer(big_.get() + big_fill_, big_total_ - big_fill_);
-    if (end_ == cap_) reserve_frame(std::max<std::size_t>(end_ - begin_ + page, initial_buffer));
-    return asio::buffer(buf_ + end_, cap_ - end_);
   }
 
   std::int64_t busy_poll_us() const {
@@ -709,7 +515,7 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   void async_read() {
-    socket_.async_read_some(read_buffer(), [self = std::shared_ptr<void>(shared_from_this())](
+    socket_.async_read_some(reader_.prepare(), [self = std::shared_ptr<void>(shared_from_this())](
                                                std::error_code ec, std::size_t n) mutable {
       static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
     });
@@ -723,9 +529,11 @@ class connection : public std::enable_shared_from_this<connection> {
     static constexpr int reads_per_turn = 4;
     for (int i = 0; i < reads_per_turn; ++i) {
       std::error_code ec;
-      std::size_t n = socket_.read_some(read_buffer(), ec);  // the socket is non-blocking
+      std::size_t n = socket_.read_some(reader_.prepare(), ec);  // the socket is non-blocking
       if (ec != asio::error::would_block && ec != asio::error::try_again) {
-        if (!ec) polled_reads.fetch_add(1, std::memory_order_relaxed);
+#ifdef TLAUNCH_TEST_COUNTERS
+        if (!ec) test_counters::polled_reads.fetch_add(1, std::memory_order_relaxed);
+#endif
         on_read(std::move(self), ec, n);
         return;
       }
@@ -740,26 +548,14 @@ class connection : public std::enable_shared_from_this<connection> {
     });
   }
 
-  // A large frame gets a page-aligned buffer of its own that the kernel reads
-  // into directly; payload views (tlaunch::bytes) may keep it after the frame.
-  void start_big_frame(std::size_t total) {
-    big_ = tlaunch::detail::buffer_pool::instance().get(total);
-    char* p = big_.get();
-    big_total_ = total;
-    big_fill_ = end_ - begin_;
-    std::memcpy(p, buf_ + begin_, big_fill_);
-    begin_ = end_ = 0;
-  }
-
+  // A large frame, read into a buffer of its own: its payload views may keep
+  // that buffer (wire::detail::current_payload_owner) after the frame.
   // Returns false when the connection must stop reading.
   bool finish_big_frame() {
-    const wire::frame_header header = wire::load_header(big_.get());  // checked when it began
-    std::shared_ptr<const void> owner = std::move(big_);
-    big_.reset();
+    auto frame = reader_.take_big_frame();
     wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
-        wire::detail::current_payload_owner, &owner);
-    return handle_frame(header, {static_cast<const char*>(owner.get()) + wire::header_size,
-                                 header.size});
+        wire::detail::current_payload_owner, &frame.owner);
+    return handle_frame(frame.header, frame.payload());
   }
 
   // self: this connection, kept by the read that completed.
@@ -780,7 +576,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // On the only thread that runs this io_context.
   bool single_io_thread() const {
-    return cfg_->single_io_thread && tlaunch::detail::current_runtime_thread != nullptr;
+    return cfg_->single_io_thread && current_runtime_thread != nullptr;
   }
 
   // Returns whether to read on.
@@ -791,61 +587,59 @@ class connection : public std::enable_shared_from_this<connection> {
                                                              " failed: " + ec.message());
       return false;
     }
-    if (big_) {
-      big_fill_ += n;
-      if (big_fill_ < big_total_) return true;
+    reader_.commit(n);
+    if (reader_.in_big_frame()) {
+      if (!reader_.big_frame_done()) return true;
       if (!finish_big_frame()) {
         read_stopped("");
         return false;
       }
       return after_frames();
     }
-    end_ += n;
     // Replies in a row are completed together: their pending calls are taken
     // under one lock. They are completed before any other frame is handled and
     // before the buffer may move, so order and payloads stay as they were.
     reply_run replies;
     // A read that left room took everything the kernel had; one that filled
     // the buffer is parsed first and continued by the next read.
-    while (end_ - begin_ >= wire::header_size) {
+    frame_reader::frame f;
+    for (;;) {
       // Until the peer has proven the secret, it gets no large buffers.
+      const bool ready = handshake_.ready();
       const std::uint32_t limit =
-          state_ == hs::ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024);
-      const wire::frame_header header = wire::load_header(buf_ + begin_);
-      if (!wire::header_ok(header, limit)) [[unlikely]] {
-        auto problem = wire::header_problem(header, limit);
+          ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024);
+      const auto got = reader_.next(limit, f);
+      if (got == frame_reader::status::frame) [[likely]] {
+        if (ready) {
+          if (f.header.type == wire::kind::reply || f.header.type == wire::kind::error_reply) {
+            replies.frames[replies.count++] = {f.header, f.payload};
+            if (replies.count == reply_run::capacity) complete_replies(replies);
+            continue;
+          }
+          if (f.header.type == wire::kind::call) {  // the common frame: straight to the sink
+            if (replies.count) complete_replies(replies);
+            sink_->on_call(*this, f.header, f.payload);
+            continue;
+          }
+        }
+        complete_replies(replies);
+        if (!handle_frame(f.header, f.payload)) {
+          read_stopped("");
+          return false;
+        }
+        continue;
+      }
+      if (got == frame_reader::status::malformed) [[unlikely]] {
+        auto problem = reader_.problem(limit);
         sink_->log("closing connection from " + peer_name() + ": malformed frame: " + problem);
         read_stopped("malformed frame: " + problem);
         return false;
       }
-      std::size_t total = wire::header_size + header.size;
-      if (end_ - begin_ < total) {
+      if (got == frame_reader::status::partial) {
         complete_replies(replies);
-        if (state_ == hs::ready && header.size >= wire::external_threshold)
-          start_big_frame(total);
-        else
-          reserve_frame(total);
-        break;
+        reader_.make_room(ready);
       }
-      std::span<const char> payload(buf_ + begin_ + wire::header_size, header.size);
-      begin_ += total;
-      if (state_ == hs::ready) {
-        if (header.type == wire::kind::reply || header.type == wire::kind::error_reply) {
-          replies.frames[replies.count++] = {header, payload};
-          if (replies.count == reply_run::capacity) complete_replies(replies);
-          continue;
-        }
-        if (header.type == wire::kind::call) {  // the common frame: straight to the sink
-          if (replies.count) complete_replies(replies);
-          sink_->on_call(*this, header, payload);
-          continue;
-        }
-      }
-      complete_replies(replies);
-      if (!handle_frame(header, payload)) {
-        read_stopped("");
-        return false;
-      }
+      break;
     }
     complete_replies(replies);
     return after_frames();
@@ -868,7 +662,7 @@ class connection : public std::enable_shared_from_this<connection> {
     {
       std::lock_guard lk(mu_);
       for (std::size_t i = 0; i < run.count; ++i)
-        if (auto p = pending_.take(run.frames[i].header.call_id)) taken[i] = std::move(*p);
+        taken[i] = calls_.take(run.frames[i].header.call_id);
     }
     std::size_t n = std::exchange(run.count, 0);
     for (std::size_t i = 0; i < n; ++i)
@@ -877,7 +671,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Returns whether to read on.
   bool after_frames() {
-    if (begin_ == end_) begin_ = end_ = 0;
+    reader_.rewind_if_empty();
     {
       std::unique_lock lk(mu_);
       if (closed_) {
@@ -891,7 +685,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Returns false when the connection must stop reading.
   bool handle_frame(const wire::frame_header& h, std::span<const char> payload) {
-    if (state_ != hs::ready) return handle_handshake(h, payload);
+    if (!handshake_.ready()) return handle_handshake(h, payload);
     switch (h.type) {
       case wire::kind::call:
         sink_->on_call(*this, h, payload);
@@ -907,18 +701,15 @@ class connection : public std::enable_shared_from_this<connection> {
         std::function<void()> cancel;
         {
           std::lock_guard lk(mu_);
-          auto it = running_.find(h.call_id);
-          if (it != running_.end()) {
-            cancel = std::move(it->second);
-            running_.erase(it);
-          }
+          cancel = calls_.take_running(h.call_id);
         }
         if (cancel) cancel();
         sink_->on_cancel(shared_from_this(), h.call_id);
         return true;
       }
       case wire::kind::refuse:
-        return handle_handshake(h, payload);
+        close(peer_address_ + " refused the connection: " + handshake::refusal_reason(payload));
+        return false;
       case wire::kind::hello:
       case wire::kind::auth:
         sink_->log("closing connection from " + peer_name() + ": handshake frame after handshake");
@@ -948,7 +739,7 @@ class connection : public std::enable_shared_from_this<connection> {
     closed_ = true;
     closed_seen_.store(true, std::memory_order_release);
     close_reason_ = reason;
-    auto pending = pending_.drain();
+    auto pending = calls_.take_all();
     pre_.clear();
     out_.clear();
     // Wakes a pending read; the socket itself is closed once no operation uses it.
@@ -967,8 +758,6 @@ class connection : public std::enable_shared_from_this<connection> {
     socket_.close(ec);
   }
 
-  enum class hs { await_hello, await_auth, ready };
-
   tcp::socket socket_;
   side side_;
   std::shared_ptr<const connection_config> cfg_;
@@ -981,26 +770,16 @@ class connection : public std::enable_shared_from_this<connection> {
   std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
-  std::vector<wire::outgoing_frame> pre_, out_;
-  tlaunch::detail::seq_id_map<std::shared_ptr<pending_call>> pending_{256};
-  std::unordered_map<std::uint64_t, std::function<void()>> running_;  // served coroutines
-  std::uint64_t next_call_id_ = 1;
+  frame_queue pre_, out_;  // handshake frames; everything else (sent once ready)
+  call_table calls_;
 
   // Writer-only state (one writer at a time, guarded by writing_).
-  std::vector<wire::outgoing_frame> batch_;
-  std::size_t batch_index_ = 0, batch_offset_ = 0;
-  std::vector<asio::const_buffer> gather_;
-  static constexpr std::size_t coalesce_capacity = 64 * 1024;
-  wire::byte_vector coalesce_;  // small pieces of the write in flight, side by side
+  frame_writer writer_;
 
   // Reader-only state (one read in flight).
   batch_collector read_batch_;
-  char* buf_ = nullptr;
-  std::size_t cap_ = 0, begin_ = 0, end_ = 0;
-  std::shared_ptr<char> big_;  // the large frame being read, if any
-  std::size_t big_total_ = 0, big_fill_ = 0;
-  hs state_ = hs::await_hello;
-  std::array<std::uint8_t, 16> my_nonce_{}, peer_nonce_{};
+  frame_reader reader_;
+  handshake handshake_;  // also used by the connector before its first read
 };
 
 }  // namespace tlaunch::rpc

@@ -14,10 +14,10 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include "../service.hpp"
 #include "../wire/codec.hpp"
 #include "batch.hpp"
 #include "instance.hpp"
+#include "method.hpp"
 
 namespace tlaunch::rpc {
 

@@ -17,10 +17,6 @@
 #include "../wire/frame.hpp"
 #include "connection.hpp"
 
-namespace tlaunch {
-class context;
-}
-
 namespace tlaunch::rpc {
 
 struct instance;
@@ -48,7 +44,8 @@ struct instance {
   std::shared_ptr<void> object;  // the service, type-erased
   std::span<const dispatch_entry> methods;
   std::string_view type_name;
-  std::shared_ptr<context> ctx;  // shared_ptr: context is incomplete here
+  // The node's tlaunch::context, owned here and typed by the public layer above.
+  std::shared_ptr<void> run_context;
   // The node's run() body, if it has one.
   std::function<void(instance&)> start_run;
   asio::cancellation_signal run_cancel;  // used on the strand only

@@ -20,12 +20,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../rpc/connection.hpp"
-#include "../rpc/instance.hpp"
-#include "build_id.hpp"
+#include "../detail/build_id.hpp"
+#include "connection.hpp"
+#include "instance.hpp"
 #include "io_thread.hpp"
 
-namespace tlaunch::detail {
+namespace tlaunch::rpc {
 
 // A node of the program as the runtime sees it.
 struct node_info {
@@ -68,7 +68,7 @@ class runtime final : public rpc::connection_sink {
     conn_by_flat_.resize(total);
     auto cfg = std::make_shared<rpc::connection_config>();
     cfg->secret = std::move(secret);
-    cfg->build_id = self_build_id();
+    cfg->build_id = tlaunch::detail::self_build_id();
     cfg->name = std::move(self_name);
     cfg->max_frame = opt_.max_frame;
     cfg->single_io_thread = opt_.threads <= 1;
@@ -436,4 +436,11 @@ inline void runtime::stop_instances() {
   for (auto& w : wakers) w();
 }
 
+}  // namespace tlaunch::rpc
+
+// The names the launch layer and handle.hpp use.
+namespace tlaunch::detail {
+using rpc::node_info;
+using rpc::runtime;
+using rpc::runtime_options;
 }  // namespace tlaunch::detail

@@ -753,11 +753,10 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Returns false when the connection must stop reading.
   bool finish_big_frame() {
-    const wire::frame_header header = wire::load_header(big_.get());  // checked when it began
+    wire::frame_header header = wire::load_header(big_.get());  // checked when it began
     std::shared_ptr<const void> owner = std::move(big_);
     big_.reset();
-    wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
-        wire::detail::current_payload_owner, &owner);
+    header.payload_owner = &owner;
     return handle_frame(header, {static_cast<const char*>(owner.get()) + wire::header_size,
                                  header.size});
   }

@@ -1,4 +1,5 @@
-// Payloads: cereal binary archives written straight into frame buffers.
+// Payloads: tlaunch's archives (cereal's binary format) written straight into frame
+// buffers and read from received payloads.
 #pragma once
 
 #include <cereal/archives/binary.hpp>
@@ -83,7 +84,8 @@ struct outgoing_frame {
 
 namespace detail {
 // Small frame buffers already written, kept per thread for the next frames: a
-// malloc and free per frame showed up in every pipelined profile.
+// malloc and free per frame showed up in every pipelined profile. Only spare
+// memory lives here, never the state of a frame being written or read.
 inline thread_local std::vector<byte_vector> spare_buffers;
 inline constexpr std::size_t spare_buffer_limit = 256, spare_buffer_max_size = 16 * 1024;
 

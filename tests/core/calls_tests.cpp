@@ -509,6 +509,21 @@ TEST_SUITE("calls") {
                     tlaunch::unavailable);
   }
 
+  TEST_CASE("a reply whose bool is neither 0 nor 1 is malformed, like any reply that does not load") {
+    tlaunch::detail::runtime* none = nullptr;
+    const tlaunch::rpc::call_target target{none, 0, "Account::flag"};
+    const tlaunch::wire::frame_header h{.type = tlaunch::wire::kind::reply, .call_id = 7};
+    const char one = 1, two = 2;
+    auto [ok, value] = tlaunch::rpc::decode_reply<bool>(target, h, std::span<const char>(&one, 1));
+    CHECK(!ok);
+    CHECK(value);
+    auto bad = tlaunch::rpc::decode_reply<bool>(target, h, std::span<const char>(&two, 1));
+    REQUIRE(bad.first);
+    CHECK_THROWS_WITH_AS(std::rethrow_exception(bad.first),
+                         doctest::Contains("malformed reply: a bool holds the byte 2"),
+                         tlaunch::unavailable);
+  }
+
   TEST_CASE("Asio cancellation cancels a call in flight, and the method") {
    for (bool wire : {false, true}) {
     CAPTURE(wire);

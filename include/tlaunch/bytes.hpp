@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "wire/codec.hpp"
@@ -52,28 +53,33 @@ class bytes {
 
   friend bool operator==(const bytes& a, const bytes& b) noexcept { return a.view() == b.view(); }
 
+  // Through tlaunch's own archive a large buffer goes out from where it is and
+  // comes in as a view of the received frame; other archives copy it.
   template <class Archive>
   void save(Archive& ar) const {
     ar(cereal::make_size_tag(static_cast<cereal::size_type>(size_)));
-    auto* out = wire::detail::active_output;
-    if (out && size_ >= wire::external_threshold && owner_)
-      out->append_external(owner_, data_, size_);
-    else if (size_)
-      ar(cereal::binary_data(data_, size_));
+    if constexpr (std::is_same_v<Archive, wire::output_archive>) {
+      if (size_ >= wire::external_threshold && owner_) {
+        ar.frame().append_external(owner_, data_, size_);
+        return;
+      }
+    }
+    if (size_) ar(cereal::binary_data(data_, size_));
   }
 
   template <class Archive>
   void load(Archive& ar) {
     cereal::size_type n = 0;
     ar(cereal::make_size_tag(n));
-    const auto& in = wire::detail::active_input;
-    if (in.buf && n > in.buf->remaining())
-      throw std::runtime_error("bytes: size " + std::to_string(n) + " exceeds the payload");
-    if (in.buf && in.owner && *in.owner && n >= wire::external_threshold) {
-      data_ = in.buf->take(static_cast<std::size_t>(n));  // a view of the received frame
-      size_ = static_cast<std::size_t>(n);
-      owner_ = *in.owner;
-      return;
+    if constexpr (std::is_same_v<Archive, wire::input_archive>) {
+      if (n > ar.remaining())
+        throw std::runtime_error("bytes: size " + std::to_string(n) + " exceeds the payload");
+      if (ar.payload_owner() && n >= wire::external_threshold) {
+        data_ = ar.take(static_cast<std::size_t>(n));  // a view of the received frame
+        size_ = static_cast<std::size_t>(n);
+        owner_ = *ar.payload_owner();
+        return;
+      }
     }
     auto s = std::make_shared<std::string>(static_cast<std::size_t>(n), '\0');
     if (n) ar(cereal::binary_data(s->data(), static_cast<std::size_t>(n)));

@@ -73,6 +73,8 @@ struct Account {
   }
   int aborted() const { return aborted_sleeps; }
   std::vector<char> echo(std::vector<char> v) { return v; }
+  std::vector<std::int64_t> echo_numbers(std::vector<std::int64_t> v) { return v; }
+  std::string echo_string(std::string s) { return s; }
   tlaunch::bytes echo_bytes(tlaunch::bytes b) { return b; }
   // Where a received payload lies in its page: views of the frame buffer start
   // right after the 32-byte header and the 8-byte size.
@@ -88,7 +90,7 @@ struct Account {
                                &Account::max_concurrency, &Account::interleaved, &Account::fail,
                                &Account::fail_later, &Account::sleep_ms, &Account::echo,
                                &Account::echo_bytes, &Account::offset_in_page, &Account::aborted,
-                               &Account::concat>;
+                               &Account::concat, &Account::echo_numbers, &Account::echo_string>;
 };
 
 constexpr auto bank = tlaunch::program(tlaunch::node<"account", Account>(),
@@ -255,6 +257,8 @@ struct Spinner {
   tlaunch::context* ctx = nullptr;
   std::int64_t add(std::int64_t a, std::int64_t b) { return a + b; }
   std::vector<char> echo(std::vector<char> v) { return v; }
+  std::vector<std::int64_t> echo_numbers(std::vector<std::int64_t> v) { return v; }
+  std::string echo_string(std::string s) { return s; }
   std::int64_t poll_us() { return ctx ? ctx->busy_poll().count() : -1; }
   void set_poll(std::int64_t us) {
     if (ctx) ctx->set_busy_poll(std::chrono::microseconds(us));
@@ -337,6 +341,23 @@ TEST_SUITE("calls") {
       CHECK(t.get<"other">(1).sync<&Account::add>(1) == 1);
       CHECK(t.get<"other">(2).sync<&Account::add>(2) == 2);
       CHECK(t.get<"other">(1).sync<&Account::get>() == 1);
+    }
+  }
+
+  TEST_CASE("empty vectors, strings and bytes go both ways, directly and over the wire") {
+    // Empty containers have no data pointer: sanitizer builds check that none
+    // reaches memcpy on either side.
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::testing::test_launch t(bank, opts(wire));
+      auto acc = t.get<"account">();
+      CHECK(acc.sync<&Account::echo_numbers>(std::vector<std::int64_t>{}).empty());
+      CHECK(acc.sync<&Account::echo_numbers>(std::vector<std::int64_t>{-1, 2}) ==
+            std::vector<std::int64_t>{-1, 2});
+      CHECK(acc.sync<&Account::echo_string>(std::string()).empty());
+      CHECK(acc.sync<&Account::echo>(std::vector<char>{}).empty());
+      CHECK(acc.sync<&Account::echo_bytes>(tlaunch::bytes()).empty());
+      CHECK(acc.sync<&Account::concat>(std::string(), std::string(), 2).empty());
     }
   }
 
@@ -489,6 +510,21 @@ TEST_SUITE("calls") {
                     tlaunch::remote_error);
     CHECK_THROWS_AS(std::rethrow_exception(outcome(tlaunch::wire::error_code::no_such_method)),
                     tlaunch::unavailable);
+  }
+
+  TEST_CASE("a reply whose bool is neither 0 nor 1 is malformed, like any reply that does not load") {
+    tlaunch::detail::runtime* none = nullptr;
+    const tlaunch::rpc::call_target target{none, 0, "Account::flag"};
+    const tlaunch::wire::frame_header h{.type = tlaunch::wire::kind::reply, .call_id = 7};
+    const char one = 1, two = 2;
+    auto [ok, value] = tlaunch::rpc::decode_reply<bool>(target, h, std::span<const char>(&one, 1));
+    CHECK(!ok);
+    CHECK(value);
+    auto bad = tlaunch::rpc::decode_reply<bool>(target, h, std::span<const char>(&two, 1));
+    REQUIRE(bad.first);
+    CHECK_THROWS_WITH_AS(std::rethrow_exception(bad.first),
+                         doctest::Contains("malformed reply: a bool holds the byte 2"),
+                         tlaunch::unavailable);
   }
 
   TEST_CASE("Asio cancellation cancels a call in flight, and the method") {

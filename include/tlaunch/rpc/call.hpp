@@ -73,7 +73,7 @@ std::pair<std::exception_ptr, result_holder<R>> decode_reply(const call_target& 
       if constexpr (std::is_void_v<R>)
         wire::deserialize_from(payload);
       else
-        wire::deserialize_from(payload, r);
+        wire::deserialize_from(wire::received_payload{payload, h.payload_owner}, r);
     } catch (const std::exception& e) {
       return {tlaunch::detail::make_error<unavailable>(target.site(),
                                                        std::string("malformed reply: ") + e.what()),

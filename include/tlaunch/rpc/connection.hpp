@@ -549,13 +549,13 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   // A large frame, read into a buffer of its own: its payload views may keep
-  // that buffer (wire::detail::current_payload_owner) after the frame.
+  // that buffer (frame_header::payload_owner) after the frame.
   // Returns false when the connection must stop reading.
   bool finish_big_frame() {
     auto frame = reader_.take_big_frame();
-    wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
-        wire::detail::current_payload_owner, &frame.owner);
-    return handle_frame(frame.header, frame.payload());
+    wire::frame_header header = frame.header;
+    header.payload_owner = &frame.owner;
+    return handle_frame(header, frame.payload());
   }
 
   // self: this connection, kept by the read that completed.

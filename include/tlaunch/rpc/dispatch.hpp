@@ -80,7 +80,11 @@ void serve(instance& inst, connection& c, const wire::frame_header& h,
   using R = typename traits::result;
   typename traits::args args;
   try {
-    std::apply([&](auto&... a) { wire::deserialize_from(payload, a...); }, args);
+    std::apply(
+        [&](auto&... a) {
+          wire::deserialize_from(wire::received_payload{payload, h.payload_owner}, a...);
+        },
+        args);
   } catch (const std::exception& e) {
     reply_error(c, h.call_id, wire::error_code::bad_arguments,
                 std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +

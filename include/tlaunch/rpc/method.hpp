@@ -25,6 +25,7 @@
 
 #include "../detail/hash.hpp"
 #include "../detail/type_name.hpp"
+#include "../wire/codec.hpp"
 
 namespace tlaunch {
 
@@ -69,8 +70,8 @@ TLAUNCH_METHOD_TRAITS(const&)
 template <class T>
 inline constexpr bool is_serializable_v =
     std::is_void_v<T> ||
-    (cereal::traits::is_output_serializable<T, cereal::BinaryOutputArchive>::value &&
-     cereal::traits::is_input_serializable<T, cereal::BinaryInputArchive>::value);
+    (cereal::traits::is_output_serializable<T, wire::output_archive>::value &&
+     cereal::traits::is_input_serializable<T, wire::input_archive>::value);
 
 template <class Tuple>
 struct all_serializable;

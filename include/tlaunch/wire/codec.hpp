@@ -1,17 +1,17 @@
-// Payloads: cereal binary archives written straight into frame buffers.
+// Payloads: tlaunch's archives (cereal's binary format) written straight into frame
+// buffers and read from received payloads.
 #pragma once
 
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <cstring>
-#include <istream>
-#include <ostream>
 #include <memory>
 #include <span>
-#include <streambuf>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "frame.hpp"
@@ -84,7 +84,8 @@ struct outgoing_frame {
 
 namespace detail {
 // Small frame buffers already written, kept per thread for the next frames: a
-// malloc and free per frame showed up in every pipelined profile.
+// malloc and free per frame showed up in every pipelined profile. Only spare
+// memory lives here, never the state of a frame being written or read.
 inline thread_local std::vector<byte_vector> spare_buffers;
 inline constexpr std::size_t spare_buffer_limit = 256, spare_buffer_max_size = 16 * 1024;
 
@@ -117,6 +118,7 @@ class frame_buffer {
     data_.resize(header_size);
   }
   void append(const void* p, std::size_t n) {
+    if (n == 0) return;  // p may be null (an empty vector's data())
     auto old = data_.size();
     data_.resize(old + n);
     std::memcpy(data_.data() + old, p, n);
@@ -143,100 +145,154 @@ class frame_buffer {
   std::size_t external_bytes_ = 0;
 };
 
-namespace detail {
-
-class frame_out_buf : public std::streambuf {
- public:
-  explicit frame_out_buf(frame_buffer& b) : b_(b) {}
-
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    b_.append(s, static_cast<std::size_t>(n));
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    if (c != traits_type::eof()) {
-      char ch = static_cast<char>(c);
-      b_.append(&ch, 1);
-    }
-    return c;
-  }
-
- private:
-  frame_buffer& b_;
-};
-
-class span_in_buf : public std::streambuf {
- public:
-  explicit span_in_buf(std::span<const char> s) {
-    char* b = const_cast<char*>(s.data());
-    setg(b, b, b + s.size());
-  }
-  std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
-  // The next n bytes, consumed without copying; null if there are fewer.
-  const char* take(std::size_t n) {
-    if (n > remaining()) return nullptr;
-    char* p = gptr();
-    setg(eback(), p + n, egptr());
-    return p;
-  }
-
- protected:
-  std::streamsize xsgetn(char* s, std::streamsize n) override {
-    auto avail = egptr() - gptr();
-    if (n > avail) n = avail;
-    std::memcpy(s, gptr(), static_cast<std::size_t>(n));
-    gbump(static_cast<int>(n));
-    return n;
-  }
-};
-
-}  // namespace detail
-
 // Payloads at least this large go out from where they are (tlaunch::bytes).
 inline constexpr std::size_t external_threshold = 64 * 1024;
 
-namespace detail {
-// What the running serialize_into / deserialize_from on this thread works on,
-// for types that bypass cereal's copy (tlaunch::bytes).
-inline thread_local frame_buffer* active_output = nullptr;
-struct input_source {
-  span_in_buf* buf = nullptr;
-  const std::shared_ptr<const void>* owner = nullptr;  // the frame's own buffer, if shareable
-};
-inline thread_local input_source active_input{};
-// Set by the connection while a frame that owns its buffer is handled.
-inline thread_local const std::shared_ptr<const void>* current_payload_owner = nullptr;
+// tlaunch's archives: cereal's binary format (the same bytes as
+// cereal::BinaryOutputArchive writes), written into a frame buffer and read
+// from a received payload without a stream in between. Being types of their
+// own, they carry what tlaunch::bytes needs (the frame for external pieces, the
+// payload's owner for views) and what the checked loads below need (the bytes
+// left), and those loads change no other archive in the program.
+class output_archive
+    : public cereal::OutputArchive<output_archive, cereal::AllowEmptyClassElision> {
+ public:
+  explicit output_archive(frame_buffer& frame) : OutputArchive(this), frame_(frame) {}
+  void saveBinary(const void* data, std::size_t size) { frame_.append(data, size); }
+  // The frame being written: large tlaunch::bytes go into it as external pieces.
+  frame_buffer& frame() noexcept { return frame_; }
 
+ private:
+  frame_buffer& frame_;
+};
+
+class input_archive : public cereal::InputArchive<input_archive, cereal::AllowEmptyClassElision> {
+ public:
+  // owner: the received frame's buffer when views of it may be kept, else null.
+  explicit input_archive(std::span<const char> payload,
+                         const std::shared_ptr<const void>* owner = nullptr)
+      : InputArchive(this),
+        at_(payload.data()),
+        end_(payload.data() + payload.size()),
+        owner_(owner && *owner ? owner : nullptr) {}
+  void loadBinary(void* data, std::size_t size) {
+    if (size > remaining())
+      throw cereal::Exception("Failed to read " + std::to_string(size) +
+                              " bytes from input stream! Read " + std::to_string(remaining()));
+    if (size) std::memcpy(data, at_, size);  // data may be null when size is 0
+    at_ += size;
+  }
+  std::size_t remaining() const noexcept { return static_cast<std::size_t>(end_ - at_); }
+  // The next n bytes, consumed without copying; null if there are fewer.
+  const char* take(std::size_t n) noexcept {
+    if (n > remaining()) return nullptr;
+    return std::exchange(at_, at_ + n);
+  }
+  // The buffer the payload sits in, if a view may keep it; else null.
+  const std::shared_ptr<const void>* payload_owner() const noexcept { return owner_; }
+
+ private:
+  const char* at_;
+  const char* end_;
+  const std::shared_ptr<const void>* owner_;
+};
+
+// What cereal's binary archive does for numbers, sizes, names and raw bytes.
 template <class T>
-struct scoped_set {
-  T& slot;
-  T old;
-  scoped_set(T& s, T v) : slot(s), old(s) { slot = v; }
-  ~scoped_set() { slot = old; }
-};
+  requires std::is_arithmetic_v<T>
+void CEREAL_SAVE_FUNCTION_NAME(output_archive& ar, const T& t) {
+  ar.saveBinary(std::addressof(t), sizeof(t));
+}
+// A bool is one byte, 0 or 1: anything else is a malformed payload, refused
+// rather than loaded as a bool that is neither true nor false.
+template <class T>
+  requires std::is_arithmetic_v<T>
+void CEREAL_LOAD_FUNCTION_NAME(input_archive& ar, T& t) {
+  if constexpr (std::is_same_v<T, bool>) {
+    static_assert(sizeof(bool) == 1);
+    unsigned char byte = 0;
+    ar.loadBinary(&byte, 1);
+    if (byte > 1) throw cereal::Exception("a bool holds the byte " + std::to_string(byte));
+    t = byte != 0;
+  } else {
+    ar.loadBinary(std::addressof(t), sizeof(t));
+  }
+}
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(output_archive& ar, cereal::NameValuePair<T>& t) {
+  ar(t.value);
+}
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(input_archive& ar, cereal::NameValuePair<T>& t) {
+  ar(t.value);
+}
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(output_archive& ar, cereal::SizeTag<T>& t) {
+  ar(t.size);
+}
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(input_archive& ar, cereal::SizeTag<T>& t) {
+  ar(t.size);
+}
+template <class T>
+void CEREAL_SAVE_FUNCTION_NAME(output_archive& ar, const cereal::BinaryData<T>& bd) {
+  ar.saveBinary(bd.data, static_cast<std::size_t>(bd.size));
+}
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(input_archive& ar, cereal::BinaryData<T>& bd) {
+  ar.loadBinary(bd.data, static_cast<std::size_t>(bd.size));
+}
 
-// One stream object per thread, pointed at each call's buffer: constructing a
-// std::ostream (its locale) per call cost more than the serialization itself.
-inline std::ostream& thread_ostream(std::streambuf* sb) {
-  thread_local std::ostream os(nullptr);
-  os.rdbuf(sb);
-  os.clear();
-  return os;
+namespace detail {
+// A string or vector whose size field claims more elements than the rest of
+// the payload could hold is refused before anything is allocated: a malformed
+// frame must not make the reader allocate what it claims (up to 2^64 bytes).
+// Elements of an empty class may serialize to nothing, so their count is not
+// checked.
+inline std::size_t claimed_size(input_archive& ar, std::size_t min_bytes_each, const char* what) {
+  cereal::size_type count;
+  ar(cereal::make_size_tag(count));
+  if (min_bytes_each != 0 && count > ar.remaining() / min_bytes_each)
+    throw cereal::Exception(std::string(what) + " claims " + std::to_string(count) +
+                            " elements, but only " + std::to_string(ar.remaining()) +
+                            " bytes of the payload are left");
+  return static_cast<std::size_t>(count);
 }
-inline std::istream& thread_istream(std::streambuf* sb) {
-  thread_local std::istream is(nullptr);
-  is.rdbuf(sb);
-  is.clear();
-  return is;
-}
-// Detaches the stream from a buffer that is about to go away, also on exceptions.
-template <class S>
-struct stream_lease {
-  S& s;
-  ~stream_lease() { s.rdbuf(nullptr); }
-};
+template <class T>
+inline constexpr std::size_t min_serialized_size =
+    std::is_arithmetic_v<T> ? sizeof(T) : (std::is_empty_v<T> ? 0 : 1);
 }  // namespace detail
+
+// The checked loads of strings and vectors, found by argument-dependent lookup
+// for input_archive only; more specialized than cereal's own, so chosen over them.
+template <class CharT, class Traits, class Alloc>
+void CEREAL_LOAD_FUNCTION_NAME(input_archive& ar, std::basic_string<CharT, Traits, Alloc>& str) {
+  std::size_t size = detail::claimed_size(ar, sizeof(CharT), "a string");
+  str.resize(size);
+  ar.loadBinary(str.data(), size * sizeof(CharT));
+}
+
+template <class T, class A>
+  requires(!std::is_same_v<T, bool>)
+void CEREAL_LOAD_FUNCTION_NAME(input_archive& ar, std::vector<T, A>& vector) {
+  std::size_t size = detail::claimed_size(ar, detail::min_serialized_size<T>, "a vector");
+  vector.resize(size);
+  if constexpr (std::is_arithmetic_v<T>) {
+    ar.loadBinary(vector.data(), size * sizeof(T));
+  } else {
+    for (auto&& v : vector) ar(v);
+  }
+}
+
+template <class A>
+void CEREAL_LOAD_FUNCTION_NAME(input_archive& ar, std::vector<bool, A>& vector) {
+  vector.resize(detail::claimed_size(ar, 1, "a vector<bool>"));
+  for (auto&& v : vector) {
+    bool b;
+    ar(b);
+    v = b;
+  }
+}
 
 namespace detail {
 // Numbers (not bool) that cereal's binary archive writes as their own bytes:
@@ -254,11 +310,7 @@ void serialize_into(frame_buffer& b, const T&... values) {
     ((std::memcpy(raw + at, &values, sizeof(T)), at += sizeof(T)), ...);
     b.append(raw, sizeof raw);
   } else if constexpr (sizeof...(T) > 0) {
-    detail::frame_out_buf sb(b);
-    std::ostream& os = detail::thread_ostream(&sb);
-    detail::stream_lease<std::ostream> lease{os};
-    detail::scoped_set<frame_buffer*> active(detail::active_output, &b);
-    cereal::BinaryOutputArchive ar(os);
+    output_archive ar(b);
     ar(values...);
   }
 }
@@ -287,30 +339,36 @@ small_frame<(std::size_t{0} + ... + sizeof(T))> make_small_frame(const T&... val
   return f;
 }
 
+// A received payload with the buffer it sits in, when the reader gave the
+// frame a buffer of its own (frame_header::payload_owner): large
+// tlaunch::bytes in it are then read as views that keep that buffer.
+struct received_payload {
+  std::span<const char> bytes;
+  const std::shared_ptr<const void>* owner = nullptr;
+};
+
 // Throws cereal::Exception on a payload that does not hold the expected values,
 // and std::runtime_error when bytes are left over.
 template <class... T>
-void deserialize_from(std::span<const char> payload, T&... values) {
+void deserialize_from(received_payload payload, T&... values) {
   if constexpr (detail::all_plain_numbers<T...>) {
     constexpr std::size_t need = (sizeof(T) + ...);
-    if (payload.size() < need)
+    const std::size_t size = payload.bytes.size();
+    if (size < need)
       throw cereal::Exception("Failed to read " + std::to_string(need) +
-                              " bytes from input stream! Read " + std::to_string(payload.size()));
-    if (payload.size() > need) throw std::runtime_error("payload has trailing bytes");
+                              " bytes from input stream! Read " + std::to_string(size));
+    if (size > need) throw std::runtime_error("payload has trailing bytes");
     std::size_t at = 0;
-    ((std::memcpy(&values, payload.data() + at, sizeof(T)), at += sizeof(T)), ...);
+    ((std::memcpy(&values, payload.bytes.data() + at, sizeof(T)), at += sizeof(T)), ...);
   } else {
-    detail::span_in_buf sb(payload);
-    {
-      std::istream& is = detail::thread_istream(&sb);
-      detail::stream_lease<std::istream> lease{is};
-      detail::scoped_set<detail::input_source> active(
-          detail::active_input, detail::input_source{&sb, detail::current_payload_owner});
-      cereal::BinaryInputArchive ar(is);
-      if constexpr (sizeof...(T) > 0) ar(values...);
-    }
-    if (sb.remaining() != 0) throw std::runtime_error("payload has trailing bytes");
+    input_archive ar(payload.bytes, payload.owner);
+    if constexpr (sizeof...(T) > 0) ar(values...);
+    if (ar.remaining() != 0) throw std::runtime_error("payload has trailing bytes");
   }
+}
+template <class... T>
+void deserialize_from(std::span<const char> payload, T&... values) {
+  deserialize_from(received_payload{payload}, values...);
 }
 
 // Error replies: code + message.
@@ -330,63 +388,6 @@ inline std::pair<error_code, std::string> decode_error(std::span<const char> pay
 
 }  // namespace tlaunch::wire
 
-namespace tlaunch::wire::detail {
-// While a payload is read, a string or vector whose size field claims more
-// elements than the rest of the payload could hold is refused before anything
-// is allocated: a malformed frame must not make the reader allocate what it
-// claims (up to 2^64 bytes). Elements of an empty class may serialize to
-// nothing, so their count is not checked.
-inline void check_claim(std::uint64_t count, std::size_t min_bytes_each, const char* what) {
-  if (!active_input.buf || min_bytes_each == 0) return;
-  std::size_t left = active_input.buf->remaining();
-  if (count > left / min_bytes_each)
-    throw cereal::Exception(std::string(what) + " claims " + std::to_string(count) +
-                            " elements, but only " + std::to_string(left) +
-                            " bytes of the payload are left");
-}
-// Reads a string's or vector's size field and checks its claim.
-inline std::size_t claimed_size(cereal::BinaryInputArchive& ar, std::size_t min_bytes_each,
-                                const char* what) {
-  cereal::size_type size;
-  ar(cereal::make_size_tag(size));
-  check_claim(size, min_bytes_each, what);
-  return static_cast<std::size_t>(size);
-}
-template <class T>
-inline constexpr std::size_t min_serialized_size =
-    std::is_arithmetic_v<T> ? sizeof(T) : (std::is_empty_v<T> ? 0 : 1);
-}  // namespace tlaunch::wire::detail
-
-// The binary archive's loads of strings and vectors, with that check; more
-// specialized than cereal's own, so these are the ones chosen.
-namespace cereal {
-template <class CharT, class Traits, class Alloc>
-void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::basic_string<CharT, Traits, Alloc>& str) {
-  std::size_t size = tlaunch::wire::detail::claimed_size(ar, sizeof(CharT), "a string");
-  str.resize(size);
-  ar(binary_data(const_cast<CharT*>(str.data()), size * sizeof(CharT)));
-}
-
-template <class T, class A>
-  requires(!std::is_same_v<T, bool>)
-void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<T, A>& vector) {
-  std::size_t size = tlaunch::wire::detail::claimed_size(
-      ar, tlaunch::wire::detail::min_serialized_size<T>, "a vector");
-  vector.resize(size);
-  if constexpr (std::is_arithmetic_v<T>) {
-    ar(binary_data(vector.data(), size * sizeof(T)));
-  } else {
-    for (auto&& v : vector) ar(v);
-  }
-}
-
-template <class A>
-void CEREAL_LOAD_FUNCTION_NAME(BinaryInputArchive& ar, std::vector<bool, A>& vector) {
-  vector.resize(tlaunch::wire::detail::claimed_size(ar, 1, "a vector<bool>"));
-  for (auto&& v : vector) {
-    bool b;
-    ar(b);
-    v = b;
-  }
-}
-}  // namespace cereal
+CEREAL_REGISTER_ARCHIVE(tlaunch::wire::output_archive)
+CEREAL_REGISTER_ARCHIVE(tlaunch::wire::input_archive)
+CEREAL_SETUP_ARCHIVE_TRAITS(tlaunch::wire::input_archive, tlaunch::wire::output_archive)

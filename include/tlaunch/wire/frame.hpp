@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,12 +26,12 @@ enum class kind : std::uint8_t {
   error_reply = 6,  // call_id = the call's id, payload = error code + message
   cancel = 7,       // call_id = a call the caller no longer waits for
   // Control frames between a node process and its coordinator.
-  reg = 16,            // node -> coordinator: role, listen address
-  directory = 17,      // coordinator -> node: every instance's address; start
-  stop = 18,           // coordinator -> node: stop now (grace period in payload)
-  node_done = 19,      // node -> coordinator: run() returned
-  node_failed = 20,    // node -> coordinator: run() threw (message)
-  stop_request = 21,   // node -> coordinator: ctx.stop_program()
+  reg = 16,           // node -> coordinator: flat instance id, listen address, pid
+  directory = 17,     // coordinator -> node: every instance's address by flat id; start
+  stop = 18,          // coordinator -> node: stop now (empty payload)
+  node_done = 19,     // node -> coordinator: run() returned (empty)
+  node_failed = 20,   // node -> coordinator: run() threw (message)
+  stop_request = 21,  // node -> coordinator: ctx.stop_program() (empty)
 };
 
 constexpr bool is_known_kind(std::uint8_t k) {
@@ -42,8 +43,8 @@ enum class error_code : std::uint8_t {
   remote_exception = 1,  // the method threw
   no_such_method = 2,
   no_such_node = 3,
-  bad_arguments = 4,  // payload did not deserialize
-  stopping = 5,       // the node is stopping
+  bad_arguments = 4,      // payload did not deserialize
+  stopping = 5,           // reserved: the node is stopping (not sent)
   deadline_exceeded = 6,  // the caller's deadline passed while the method ran
 };
 
@@ -56,6 +57,9 @@ struct frame_header {
   std::uint32_t aux = 0;     // deadline in ms for calls (0 = none), else 0
   std::uint64_t call_id = 0;
   std::uint64_t method = 0;
+  // Not on the wire: set by the reader when the payload sits in a buffer of its
+  // own that views may keep (large tlaunch::bytes); valid while the frame is handled.
+  const std::shared_ptr<const void>* payload_owner = nullptr;
 };
 
 namespace detail {

@@ -150,7 +150,7 @@ TEST_SUITE("wire") {
                          doctest::Contains("Failed to read 20 bytes"), cereal::Exception);
     CHECK_THROWS_WITH_AS(tlaunch::wire::deserialize_from(fast, a2, d2),
                          doctest::Contains("trailing bytes"), std::runtime_error);
-    // bool still goes through cereal, which checks nothing but the size either.
+    // bool goes through the archive, which checks its byte (codec_tests).
     tlaunch::wire::frame_buffer fb;
     tlaunch::wire::serialize_into(fb, true, a);
     bool b2 = false;
@@ -195,14 +195,14 @@ TEST_SUITE("wire") {
     CHECK(flat.size() == out.size());
     auto owner = std::make_shared<std::string>(flat);
     std::shared_ptr<const void> shared = owner;
-    tlaunch::wire::detail::scoped_set<const std::shared_ptr<const void>*> own(
-        tlaunch::wire::detail::current_payload_owner, &shared);
     std::string tag;
     tlaunch::bytes got;
     int seven = 0;
-    tlaunch::wire::deserialize_from(std::span<const char>(owner->data(), owner->size())
-                                        .subspan(tlaunch::wire::header_size),
-                                    tag, got, seven);
+    tlaunch::wire::deserialize_from(
+        tlaunch::wire::received_payload{std::span<const char>(owner->data(), owner->size())
+                                            .subspan(tlaunch::wire::header_size),
+                                        &shared},
+        tag, got, seven);
     CHECK(tag == "tag");
     CHECK(seven == 7);
     CHECK(got == b);

@@ -30,7 +30,7 @@ enum class kind : std::uint8_t {
   directory = 17,     // coordinator -> node: every instance's address by flat id; start
   stop = 18,          // coordinator -> node: stop now (empty payload)
   node_done = 19,     // node -> coordinator: run() returned (empty)
-  node_failed = 20,   // node -> coordinator: run() threw (message)
+  node_failed = 20,   // node -> coordinator: run() threw (message, fault)
   stop_request = 21,  // node -> coordinator: ctx.stop_program() (empty)
 };
 

@@ -167,13 +167,13 @@ struct ref_arg {
                          std::string(Target.view()) + "', which has " + std::to_string(count) +
                          " replicas: take tlaunch::handles<" + std::string(type_name<U>()) +
                          "> instead");
-    return handle<U>(rt, first);
+    return handle_access::make<U>(rt, first);
   }
   template <class U>
   operator handles<U>() const {
     static_assert(ref_handle_type_must_match<Owner, Target, U, TargetType>::ok);
     std::vector<handle<U>> hs;
-    for (std::uint32_t i = 0; i < count; ++i) hs.emplace_back(rt, first + i);
+    for (std::uint32_t i = 0; i < count; ++i) hs.push_back(handle_access::make<U>(rt, first + i));
     return handles<U>(std::move(hs));
   }
 };
@@ -223,24 +223,120 @@ asio::awaitable<void> run_body(std::shared_ptr<void> obj, context* ctx) {
 template <class Spec, class Program>
 void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
   using T = typename Spec::type;
-  static_assert(check_service<T>());
-  rpc::instance& inst = rt.host(flat);
-  T* obj = std::apply(
-      [&](const auto&... a) { return construct<T>(map_arg<Spec, Program>(rt, a)...); },
-      spec.args);
-  inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
-  inst.methods = rpc::dispatch_table<T>::get();
-  inst.ctx = std::make_shared<context>(rt, inst);
-  if constexpr (has_run<T>) {
-    inst.start_run = [&rt](rpc::instance& i) {
-      i.run_active = true;
-      asio::co_spawn(i.strand, run_body<T>(i.object, i.ctx.get()),
-                     asio::bind_cancellation_slot(i.run_cancel.slot(), [&rt, &i](std::exception_ptr e) {
-                       i.run_active = false;
-                       if (rt.run_finished) rt.run_finished(i, e);
-                     }));
-    };
+  if constexpr (!service_ok<T>) {
+    // Only the report is instantiated, not the dispatch table that would serialize.
+    report_service<T>();
+  } else {
+    rpc::instance& inst = rt.host(flat);
+    T* obj = std::apply(
+        [&](const auto&... a) { return construct<T>(map_arg<Spec, Program>(rt, a)...); },
+        spec.args);
+    inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
+    inst.methods = rpc::dispatch_table<T>::get();
+    inst.ctx = std::make_shared<context>(rt, inst);
+    if constexpr (has_run<T>) {
+      inst.start_run = [&rt](rpc::instance& i) {
+        i.run_active = true;
+        asio::co_spawn(i.strand, run_body<T>(i.object, i.ctx.get()),
+                       asio::bind_cancellation_slot(i.run_cancel.slot(),
+                                                    [&rt, &i](std::exception_ptr e) {
+                                                      i.run_active = false;
+                                                      if (rt.run_finished) rt.run_finished(i, e);
+                                                    }));
+      };
+    }
   }
+}
+
+// ---- A handle<T> taken for a replicated node ----
+//
+// Which of handle<T> or handles<T> a constructor takes for a ref is a property of its
+// type; the replica count is a value of the program. program() checks both while the
+// compiler evaluates `constexpr auto program = tlaunch::program(...)`, by reaching this
+// non-constexpr function: g++'s error line is "call to non-'constexpr' function '...
+// node_takes_a_handle_to_a_replicated_node() [with ... Node = "producer"; ... Replicated =
+// "counter"; TakeInstead = tlaunch::handles<Counter>; ...]'", clang's is "constexpr
+// variable 'program' must be initialized by a constant expression" followed by a note
+// naming this function and its arguments. A program built at run time gets the message
+// as a launch_error; a count changed by --replicas is checked at launch (ref_arg).
+// clang prints a fixed_string argument as its bytes, so there the names come spelled too.
+template <fixed_string Node, fixed_string Replicated, class TakeInstead
+#if defined(__clang__)
+          ,
+          class NodeSpelled = spelling<Node>, class ReplicatedSpelled = spelling<Replicated>
+#endif
+          >
+void node_takes_a_handle_to_a_replicated_node() {
+  throw launch_error("node '" + std::string(Node.view()) + "' takes a tlaunch::handle to '" +
+                     std::string(Replicated.view()) +
+                     "', which the program declares replicated: take " +
+                     std::string(type_name<TakeInstead>()) + " instead");
+}
+
+// Stand-ins for a node's constructor arguments, to learn what it takes for a ref.
+template <class TargetType>
+struct single_handle_probe {
+  operator handle<TargetType>() const;
+};
+struct any_handle_probe {
+  template <class H>
+  operator H() const;
+};
+template <bool Probed, class TargetType, class A>
+struct probe_for {
+  using type = std::conditional_t<is_ref<A>::value, any_handle_probe, const A&>;
+};
+template <class TargetType, class A>
+struct probe_for<true, TargetType, A> {
+  using type = single_handle_probe<TargetType>;
+};
+
+template <class T, class... P>
+constexpr bool constructible_from() {
+  if constexpr (std::is_aggregate_v<T>)
+    return requires { T{std::declval<P>()...}; };
+  else
+    return std::is_constructible_v<T, P...>;
+}
+
+// Whether node Spec's constructor takes a single handle<TargetType> for argument I.
+template <class Spec, std::size_t I, class TargetType>
+constexpr bool takes_single_handle() {
+  using args = decltype(Spec::args);
+  return []<std::size_t... J>(std::index_sequence<J...>) {
+    return constructible_from<
+        typename Spec::type,
+        typename probe_for<J == I, TargetType, std::tuple_element_t<J, args>>::type...>();
+  }(std::make_index_sequence<std::tuple_size_v<args>>{});
+}
+
+// Plain function templates, not lambdas: clang's notes print a lambda's whole body.
+template <class Spec, std::size_t I, class... Nodes>
+constexpr void check_handle_argument(const std::tuple<const Nodes&...>& all) {
+  using A = std::tuple_element_t<I, decltype(Spec::args)>;
+  if constexpr (is_ref<A>::value) {
+    constexpr std::size_t t = node_index<A::name, Nodes...>::value;
+    if constexpr (t < sizeof...(Nodes)) {
+      using target = typename std::tuple_element_t<t, std::tuple<Nodes...>>::type;
+      if constexpr (takes_single_handle<Spec, I, target>())
+        if (std::get<t>(all).replica_count != 1)
+          node_takes_a_handle_to_a_replicated_node<Spec::name, A::name, handles<target>>();
+    }
+  }
+}
+
+template <class Spec, class... Nodes, std::size_t... I>
+constexpr void check_handles_of(const std::tuple<const Nodes&...>& all,
+                                std::index_sequence<I...>) {
+  (check_handle_argument<Spec, I>(all), ...);
+}
+
+template <class... Nodes>
+constexpr void check_replicated_handles(const Nodes&... nodes) {
+  const std::tuple<const Nodes&...> all{nodes...};
+  (check_handles_of<Nodes>(
+       all, std::make_index_sequence<std::tuple_size_v<decltype(Nodes::args)>>{}),
+   ...);
 }
 
 }  // namespace detail
@@ -249,6 +345,7 @@ template <class... Nodes>
 constexpr program_t<Nodes...> program(Nodes... nodes) {
   static_assert(sizeof...(Nodes) > 0, "tlaunch::program: a program needs at least one node");
   static_assert(detail::check_program<Nodes...>());
+  detail::check_replicated_handles(nodes...);
   return {{nodes...}};
 }
 

@@ -31,8 +31,19 @@ namespace tlaunch {
 
 template <class R>
 class future;
+template <class S>
+class handle;
+class context;
 
 namespace detail {
+
+// The library's way to bind a handle; handle's constructor is private.
+struct handle_access {
+  template <class S>
+  static handle<S> make(runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr) {
+    return handle<S>(rt, flat, direct);
+  }
+};
 
 template <auto M>
 using result_of = typename method_traits<decltype(M)>::result;
@@ -48,10 +59,74 @@ struct completion_signature_of<void> {
 template <class R>
 using completion_signature = typename completion_signature_of<R>::type;
 
-template <class S, auto M>
-constexpr bool check_call() {
-  static_assert(exposure_check<S, M>::ok);
-  return true;
+// ---- Checks of a call, reported as service.hpp explains: the error line names the
+// method and the argument position (from 1). Given is the argument's type as forwarded.
+template <auto Method, std::size_t Expected, std::size_t Given>
+inline constexpr bool argument_count_matches = Expected == Given;
+template <auto Method, std::size_t Argument, class Given, class Parameter>
+inline constexpr bool argument_converts_to_parameter_type =
+    std::is_constructible_v<Parameter, Given>;
+#if defined(__clang__)
+template <auto Method, std::size_t Expected, std::size_t Given>
+void wrong_number_of_arguments() {
+  static_assert(argument_count_matches<Method, Expected, Given>,
+                "tlaunch: wrong number of arguments for this method");
+}
+template <auto Method, std::size_t Argument, class Given, class Parameter>
+void argument_does_not_convert_to_parameter_type() {
+  static_assert(argument_converts_to_parameter_type<Method, Argument, Given, Parameter>,
+                "tlaunch: an argument of this call cannot be converted to the method's "
+                "parameter type");
+}
+#else
+template <auto Method, std::size_t Expected, std::size_t Given>
+void wrong_number_of_arguments() = delete;  // tlaunch: pass as many arguments as the method takes
+template <auto Method, std::size_t Argument, class Given, class Parameter>
+void argument_does_not_convert_to_parameter_type() = delete;  // tlaunch: pass what the method's parameter can be made from
+#endif
+
+// The position (from 1) of the first argument A the parameter of M cannot be made
+// from; 0 when all can. Only for as many arguments as M takes.
+template <auto M, class... A>
+constexpr std::size_t first_unconvertible_argument() {
+  using params = typename method_traits<decltype(M)>::args;
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    constexpr bool ok[] = {std::is_constructible_v<std::tuple_element_t<I, params>, A>..., true};
+    for (std::size_t i = 0; i < sizeof...(I); ++i)
+      if (!ok[i]) return i + 1;
+    return std::size_t{0};
+  }(std::index_sequence_for<A...>{});
+}
+
+template <auto M, class... A>
+constexpr bool call_arguments_ok() {
+  if constexpr (sizeof...(A) != method_traits<decltype(M)>::arity)
+    return false;
+  else
+    return first_unconvertible_argument<M, A...>() == 0;
+}
+
+// Whether handle<S>::call<M>(a...) with arguments of types A&&... is well-formed.
+template <class S, auto M, class... A>
+inline constexpr bool call_ok =
+    exposure_ok<S, M> && method_serializable_ok<M> && call_arguments_ok<M, A...>();
+
+// Reports the first reason call_ok is false.
+template <class S, auto M, class... A>
+void report_call() {
+  using traits = method_traits<decltype(M)>;
+  if constexpr (!exposure_ok<S, M>) {
+    report_exposure<S, M>();
+  } else if constexpr (!method_serializable_ok<M>) {
+    report_method_serializable<M>();
+  } else if constexpr (sizeof...(A) != traits::arity) {
+    wrong_number_of_arguments<M, traits::arity, sizeof...(A)>();
+  } else {
+    constexpr std::size_t bad = first_unconvertible_argument<M, A...>();
+    using given = std::tuple_element_t<bad - 1, std::tuple<A...>>;
+    using parameter = std::tuple_element_t<bad - 1, typename traits::args>;
+    argument_does_not_convert_to_parameter_type<M, bad, given, parameter>();
+  }
 }
 
 }  // namespace detail
@@ -96,9 +171,8 @@ template <class S>
 class handle {
  public:
   using service_type = S;
+  // Unbound: valid() is false until the library gives the node a bound one.
   handle() = default;
-  handle(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr)
-      : rt_(rt), flat_(flat), direct_(direct) {}
 
   bool valid() const noexcept { return rt_ != nullptr; }
   // "counter/0"
@@ -111,14 +185,19 @@ class handle {
   }
   template <auto M, class... A>
   asio::awaitable<detail::result_of<M>> call(call_options opt, A&&... args) const {
-    static_assert(detail::check_call<S, M>());
-    check_bound<M>();
-    if constexpr (!detail::method_traits<decltype(M)>::is_coroutine) {
-      if (opt.timeout.count() == 0)
-        if (rpc::instance* inst = direct_ ? direct_ : rt_->local(flat_))
-          return call_colocated<M>(rt_, flat_, inst, make_args<M>(std::forward<A>(args)...));
+    if constexpr (!detail::call_ok<S, M, A&&...>) {
+      // Only the report is instantiated: one error, naming the method.
+      detail::report_call<S, M, A&&...>();
+      return {};
+    } else {
+      check_bound<M>();
+      if constexpr (!detail::method_traits<decltype(M)>::is_coroutine) {
+        if (opt.timeout.count() == 0)
+          if (rpc::instance* inst = direct_ ? direct_ : rt_->local(flat_))
+            return call_colocated<M>(rt_, flat_, inst, make_args<M>(std::forward<A>(args)...));
+      }
+      return initiate<M>(rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...));
     }
-    return initiate<M>(rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...));
   }
 
   // Starts M now; the reply is awaited later through the future.
@@ -128,14 +207,18 @@ class handle {
   }
   template <auto M, class... A>
   future<detail::result_of<M>> async(call_options opt, A&&... args) const {
-    static_assert(detail::check_call<S, M>());
     using R = detail::result_of<M>;
-    check_bound<M>();
-    auto s = std::allocate_shared<detail::future_state<R>>(
-        detail::pool_allocator<detail::future_state<R>>{});
-    rpc::start_call<M>(*rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...),
-                       detail::future_handler<R>{s});
-    return future<R>(std::move(s));
+    if constexpr (!detail::call_ok<S, M, A&&...>) {
+      detail::report_call<S, M, A&&...>();
+      return {};
+    } else {
+      check_bound<M>();
+      auto s = std::allocate_shared<detail::future_state<R>>(
+          detail::pool_allocator<detail::future_state<R>>{});
+      rpc::start_call<M>(*rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...),
+                         detail::future_handler<R>{s});
+      return future<R>(std::move(s));
+    }
   }
 
   // Calls M from a plain thread and blocks for the result.
@@ -196,15 +279,10 @@ class handle {
     if constexpr (!std::is_void_v<R>) co_return std::move(r);
   }
 
+  // Called only once call_ok holds.
   template <auto M, class... A>
   static auto make_args(A&&... args) {
-    using traits = detail::method_traits<decltype(M)>;
-    static_assert(sizeof...(A) == traits::arity,
-                  "tlaunch: wrong number of arguments for this method");
-    if constexpr (sizeof...(A) == traits::arity)
-      return typename traits::args(std::forward<A>(args)...);
-    else
-      return typename traits::args{};  // only the static_assert above is reported
+    return typename detail::method_traits<decltype(M)>::args(std::forward<A>(args)...);
   }
   template <auto M>
   void check_bound() const {
@@ -212,6 +290,11 @@ class handle {
       throw std::logic_error("tlaunch: call of " + std::string(detail::member_name<M>()) +
                              " through an unbound handle");
   }
+
+  friend struct detail::handle_access;
+  friend class context;  // context::spawn
+  handle(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr)
+      : rt_(rt), flat_(flat), direct_(direct) {}
 
   detail::runtime* rt_ = nullptr;
   std::uint32_t flat_ = 0;

@@ -87,52 +87,82 @@ spelled<S.value[I]...> spell(std::index_sequence<I...>);
 template <fixed_string S>
 using spelling = decltype(spell<S>(std::make_index_sequence<S.view().size()>{}));
 
-// Each check is a class template whose arguments name the nodes concerned, so
-// the compiler's "in instantiation of" line says which node is wrong.
+// Each check is a pure predicate, tested with `if constexpr` so that nothing else is
+// instantiated once it fails, and a report named for the problem whose template
+// arguments name the nodes, so the error line itself says which node is wrong (as
+// service.hpp explains): deleted for g++, a static_assert for clang, whose condition
+// carries the names spelled.
 template <fixed_string Node, std::size_t Count, class NodeSpelled = spelling<Node>>
-struct node_name_must_be_unique {
-  static_assert(Count == 1, "tlaunch::program: two nodes have the same name");
-  static constexpr bool ok = true;
-};
-
-template <fixed_string Node, fixed_string Target, bool Exists, class NodeSpelled = spelling<Node>,
+inline constexpr bool node_name_is_unique = Count == 1;
+template <fixed_string Node, fixed_string Target, class NodeSpelled = spelling<Node>,
           class TargetSpelled = spelling<Target>>
-struct ref_must_name_a_node {
-  static_assert(Exists, "tlaunch::program: ref<\"...\"> names a node that is not in the program");
-  static constexpr bool ok = true;
-};
-
-// Taken is the handle type node Owner's constructor takes for ref<Target>.
+inline constexpr bool ref_names_a_node = false;  // only reached when it does not
 template <fixed_string Owner, fixed_string Target, class Taken, class TargetType,
           class OwnerSpelled = spelling<Owner>, class TargetSpelled = spelling<Target>>
-struct ref_handle_type_must_match {
-  static_assert(std::is_same_v<Taken, TargetType>,
+inline constexpr bool ref_handle_type_matches = std::is_same_v<Taken, TargetType>;
+#if defined(__clang__)
+template <fixed_string Node, std::size_t Count>
+void two_nodes_have_the_same_name() {
+  static_assert(node_name_is_unique<Node, Count, spelling<Node>>, "tlaunch::program: two nodes have the same name");
+}
+template <fixed_string Node, fixed_string Target>
+void ref_names_no_node() {
+  static_assert(ref_names_a_node<Node, Target, spelling<Node>, spelling<Target>>,
+                "tlaunch::program: ref<\"...\"> names a node that is not in the program");
+}
+// Taken is the handle type node Owner's constructor takes for ref<Target>.
+template <fixed_string Owner, fixed_string Target, class Taken, class TargetType>
+void ref_takes_a_handle_of_another_type() {
+  static_assert(ref_handle_type_matches<Owner, Target, Taken, TargetType, spelling<Owner>,
+                                        spelling<Target>>,
                 "tlaunch::program: a node's constructor takes a handle of another service type "
-                "than the node its ref<\"...\"> names (ref_handle_type_must_match<node, ref "
-                "target, type taken, target's type>)");
-  static constexpr bool ok = true;
-};
+                "than the node its ref<\"...\"> names (<node, ref target, type taken, target's "
+                "type>)");
+}
+#else
+template <fixed_string Node, std::size_t Count>
+void two_nodes_have_the_same_name() = delete;  // tlaunch::program: give each node a name of its own
+template <fixed_string Node, fixed_string Target>
+void ref_names_no_node() = delete;  // tlaunch::program: ref<"..."> must name a node of the program
+template <fixed_string Owner, fixed_string Target, class Taken, class TargetType>
+void ref_takes_a_handle_of_another_type() = delete;  // tlaunch::program: take a handle of the type of the node the ref names
+#endif
 
+template <class A, class... Nodes>
+constexpr bool ref_resolves() {
+  if constexpr (is_ref<A>::value)
+    return count_named<A::name, Nodes...>() > 0;
+  else
+    return true;
+}
 template <class Spec, class... Nodes>
-constexpr bool check_refs_of() {
-  return [&]<class... A>(std::tuple<A...>*) {
-    return (
-        [&] {
-          if constexpr (is_ref<A>::value)
-            return ref_must_name_a_node<Spec::name, A::name,
-                                        (count_named<A::name, Nodes...>() > 0)>::ok;
-          else
-            return true;
-        }() &&
-        ... && true);
+constexpr bool refs_resolve() {
+  return []<class... A>(std::tuple<A...>*) {
+    return (ref_resolves<A, Nodes...>() && ... && true);
   }(static_cast<decltype(Spec::args)*>(nullptr));
 }
 
 template <class... Nodes>
-constexpr bool check_program() {
-  constexpr bool unique = (node_name_must_be_unique<Nodes::name, count_named<Nodes::name, Nodes...>()>::ok && ... && true);
-  constexpr bool refs = (check_refs_of<Nodes, Nodes...>() && ... && true);
-  return unique && refs;
+inline constexpr bool program_ok = ((count_named<Nodes::name, Nodes...>() == 1) && ... && true) &&
+                                   (refs_resolve<Nodes, Nodes...>() && ... && true);
+
+template <class Spec, class A, class... Nodes>
+void report_ref() {
+  if constexpr (!ref_resolves<A, Nodes...>()) ref_names_no_node<Spec::name, A::name>();
+}
+template <class Spec, class... Nodes>
+void report_node() {
+  constexpr std::size_t count = count_named<Spec::name, Nodes...>();
+  // The same specialization for every node of that name: reported once.
+  if constexpr (count != 1) two_nodes_have_the_same_name<Spec::name, count>();
+  []<class... A>(std::tuple<A...>*) {
+    (report_ref<Spec, A, Nodes...>(), ...);
+  }(static_cast<decltype(Spec::args)*>(nullptr));
+}
+// Reports every reason program_ok is false.
+template <class... Nodes>
+void report_program() {
+  (report_node<Nodes, Nodes...>(), ...);
 }
 
 template <fixed_string Name, class... Nodes>
@@ -161,20 +191,34 @@ struct ref_arg {
 
   template <class U>
   operator handle<U>() const {
-    static_assert(ref_handle_type_must_match<Owner, Target, U, TargetType>::ok);
+    if constexpr (!std::is_same_v<U, TargetType>) {
+      ref_takes_a_handle_of_another_type<Owner, Target, handle<U>, handle<TargetType>>();
+      return {};
+    } else {
+      return bind<U>();
+    }
+  }
+  template <class U>
+  operator handles<U>() const {
+    if constexpr (!std::is_same_v<U, TargetType>) {
+      ref_takes_a_handle_of_another_type<Owner, Target, handles<U>, handles<TargetType>>();
+      return {};
+    } else {
+      std::vector<handle<U>> hs;
+      for (std::uint32_t i = 0; i < count; ++i) hs.push_back(handle_access::make<U>(rt, first + i));
+      return handles<U>(std::move(hs));
+    }
+  }
+
+ private:
+  template <class U>
+  handle<U> bind() const {
     if (count != 1)
       throw launch_error("node '" + std::string(Owner.view()) + "' takes a tlaunch::handle to '" +
                          std::string(Target.view()) + "', which has " + std::to_string(count) +
                          " replicas: take tlaunch::handles<" + std::string(type_name<U>()) +
                          "> instead");
-    return handle<U>(rt, first);
-  }
-  template <class U>
-  operator handles<U>() const {
-    static_assert(ref_handle_type_must_match<Owner, Target, U, TargetType>::ok);
-    std::vector<handle<U>> hs;
-    for (std::uint32_t i = 0; i < count; ++i) hs.emplace_back(rt, first + i);
-    return handles<U>(std::move(hs));
+    return handle_access::make<U>(rt, first);
   }
 };
 
@@ -223,24 +267,120 @@ asio::awaitable<void> run_body(std::shared_ptr<void> obj, context* ctx) {
 template <class Spec, class Program>
 void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
   using T = typename Spec::type;
-  static_assert(check_service<T>());
-  rpc::instance& inst = rt.host(flat);
-  T* obj = std::apply(
-      [&](const auto&... a) { return construct<T>(map_arg<Spec, Program>(rt, a)...); },
-      spec.args);
-  inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
-  inst.methods = rpc::dispatch_table<T>::get();
-  inst.run_context = context_access::make(rt, inst);
-  if constexpr (has_run<T>) {
-    inst.start_run = [&rt](rpc::instance& i) {
-      i.run_active = true;
-      asio::co_spawn(i.strand, run_body<T>(i.object, &context_access::of(i)),
-                     asio::bind_cancellation_slot(i.run_cancel.slot(), [&rt, &i](std::exception_ptr e) {
-                       i.run_active = false;
-                       if (rt.run_finished) rt.run_finished(i, e);
-                     }));
-    };
+  if constexpr (!service_ok<T>) {
+    // Only the report is instantiated, not the dispatch table that would serialize.
+    report_service<T>();
+  } else {
+    rpc::instance& inst = rt.host(flat);
+    T* obj = std::apply(
+        [&](const auto&... a) { return construct<T>(map_arg<Spec, Program>(rt, a)...); },
+        spec.args);
+    inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
+    inst.methods = rpc::dispatch_table<T>::get();
+    inst.run_context = context_access::make(rt, inst);
+    if constexpr (has_run<T>) {
+      inst.start_run = [&rt](rpc::instance& i) {
+        i.run_active = true;
+        asio::co_spawn(i.strand, run_body<T>(i.object, &context_access::of(i)),
+                       asio::bind_cancellation_slot(i.run_cancel.slot(),
+                                                    [&rt, &i](std::exception_ptr e) {
+                                                      i.run_active = false;
+                                                      if (rt.run_finished) rt.run_finished(i, e);
+                                                    }));
+      };
+    }
   }
+}
+
+// ---- A handle<T> taken for a replicated node ----
+//
+// Which of handle<T> or handles<T> a constructor takes for a ref is a property of its
+// type; the replica count is a value of the program. program() checks both while the
+// compiler evaluates `constexpr auto program = tlaunch::program(...)`, by reaching this
+// non-constexpr function: g++'s error line is "call to non-'constexpr' function '...
+// node_takes_a_handle_to_a_replicated_node() [with ... Node = "producer"; ... Replicated =
+// "counter"; TakeInstead = tlaunch::handles<Counter>; ...]'", clang's is "constexpr
+// variable 'program' must be initialized by a constant expression" followed by a note
+// naming this function and its arguments. A program built at run time gets the message
+// as a launch_error; a count changed by --replicas is checked at launch (ref_arg).
+// clang prints a fixed_string argument as its bytes, so there the names come spelled too.
+template <fixed_string Node, fixed_string Replicated, class TakeInstead
+#if defined(__clang__)
+          ,
+          class NodeSpelled = spelling<Node>, class ReplicatedSpelled = spelling<Replicated>
+#endif
+          >
+void node_takes_a_handle_to_a_replicated_node() {
+  throw launch_error("node '" + std::string(Node.view()) + "' takes a tlaunch::handle to '" +
+                     std::string(Replicated.view()) +
+                     "', which the program declares replicated: take " +
+                     std::string(type_name<TakeInstead>()) + " instead");
+}
+
+// Stand-ins for a node's constructor arguments, to learn what it takes for a ref.
+template <class TargetType>
+struct single_handle_probe {
+  operator handle<TargetType>() const;
+};
+struct any_handle_probe {
+  template <class H>
+  operator H() const;
+};
+template <bool Probed, class TargetType, class A>
+struct probe_for {
+  using type = std::conditional_t<is_ref<A>::value, any_handle_probe, const A&>;
+};
+template <class TargetType, class A>
+struct probe_for<true, TargetType, A> {
+  using type = single_handle_probe<TargetType>;
+};
+
+template <class T, class... P>
+constexpr bool constructible_from() {
+  if constexpr (std::is_aggregate_v<T>)
+    return requires { T{std::declval<P>()...}; };
+  else
+    return std::is_constructible_v<T, P...>;
+}
+
+// Whether node Spec's constructor takes a single handle<TargetType> for argument I.
+template <class Spec, std::size_t I, class TargetType>
+constexpr bool takes_single_handle() {
+  using args = decltype(Spec::args);
+  return []<std::size_t... J>(std::index_sequence<J...>) {
+    return constructible_from<
+        typename Spec::type,
+        typename probe_for<J == I, TargetType, std::tuple_element_t<J, args>>::type...>();
+  }(std::make_index_sequence<std::tuple_size_v<args>>{});
+}
+
+// Plain function templates, not lambdas: clang's notes print a lambda's whole body.
+template <class Spec, std::size_t I, class... Nodes>
+constexpr void check_handle_argument(const std::tuple<const Nodes&...>& all) {
+  using A = std::tuple_element_t<I, decltype(Spec::args)>;
+  if constexpr (is_ref<A>::value) {
+    constexpr std::size_t t = node_index<A::name, Nodes...>::value;
+    if constexpr (t < sizeof...(Nodes)) {
+      using target = typename std::tuple_element_t<t, std::tuple<Nodes...>>::type;
+      if constexpr (takes_single_handle<Spec, I, target>())
+        if (std::get<t>(all).replica_count != 1)
+          node_takes_a_handle_to_a_replicated_node<Spec::name, A::name, handles<target>>();
+    }
+  }
+}
+
+template <class Spec, class... Nodes, std::size_t... I>
+constexpr void check_handles_of(const std::tuple<const Nodes&...>& all,
+                                std::index_sequence<I...>) {
+  (check_handle_argument<Spec, I>(all), ...);
+}
+
+template <class... Nodes>
+constexpr void check_replicated_handles(const Nodes&... nodes) {
+  const std::tuple<const Nodes&...> all{nodes...};
+  (check_handles_of<Nodes>(
+       all, std::make_index_sequence<std::tuple_size_v<decltype(Nodes::args)>>{}),
+   ...);
 }
 
 }  // namespace detail
@@ -248,7 +388,11 @@ void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
 template <class... Nodes>
 constexpr program_t<Nodes...> program(Nodes... nodes) {
   static_assert(sizeof...(Nodes) > 0, "tlaunch::program: a program needs at least one node");
-  static_assert(detail::check_program<Nodes...>());
+  if constexpr (!detail::program_ok<Nodes...>)
+    // Named, not called: instantiating it reports, and program() stays a constant expression.
+    static_cast<void>(&detail::report_program<Nodes...>);
+  else
+    detail::check_replicated_handles(nodes...);
   return {{nodes...}};
 }
 

@@ -67,7 +67,7 @@ class test_launch {
     if (!rt_) throw std::logic_error("tlaunch::testing: the program is not running");
     const auto& n = rt_->nodes()[idx];
     if (replica >= n.replicas) throw std::out_of_range("tlaunch::testing: no such replica");
-    return handle<T>(rt_, n.first + replica);
+    return tlaunch::detail::handle_access::make<T>(rt_, n.first + replica);
   }
 
   // Stops the program as ctx.stop_program() would.

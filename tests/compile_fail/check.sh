@@ -4,7 +4,15 @@
 #   // expect: compiles            the program must compile (the control case), or
 #   // expect-message: TEXT        the program must be rejected (exit status 1, not a crash)
 #                                  and the diagnostics contain TEXT, the static_assert text;
-#   // expect-line: REGEX          and one diagnostic line matches REGEX (grep -E); repeatable.
+#   // expect-line: REGEX          and one diagnostic line matches REGEX (grep -E); repeatable;
+#   // expect-first: REGEX         the first error line matches REGEX: the culprit is named in
+#                                  the error itself, not in an "in instantiation of" line;
+#   // expect-first-gcc: REGEX     the same, only when the compiler is g++ (-clang: clang),
+#                                  for what the two compilers print differently;
+#   // expect-line-gcc: REGEX      (-clang) an expect-line for one compiler only;
+#   // expect-only-error           with clang too, the first error is the only one.
+# A rejected case needs expect-message or an expect-first. With GCC the first error is
+# always the only one.
 # In a REGEX, {{name}} stands for node name `name` as either compiler prints it: g++ shows
 # fixed_string<N>{"name"}, clang shows the char pack 'n', 'a', 'm', 'e' that the checks
 # carry for it (tlaunch::detail::spelled).
@@ -36,9 +44,19 @@ fi
 expectation() { sed -n "s|^// $1: ||p" "$source"; }
 compiles=$(expectation expect)
 message=$(expectation expect-message)
-mapfile -t lines < <(expectation expect-line)
-if [[ $compiles != compiles && -z $message ]]; then
-  echo "check.sh: $source has neither '// expect: compiles' nor '// expect-message: ...'" >&2
+only_error=$(grep -c '^// expect-only-error$' "$source")
+if "${cxx[@]}" --version 2>/dev/null | grep -q "Free Software Foundation"; then
+  compiler=gcc
+elif "${cxx[@]}" --version 2>/dev/null | grep -q "clang"; then
+  compiler=clang
+else
+  compiler=other
+fi
+mapfile -t firsts < <(expectation expect-first; expectation "expect-first-$compiler")
+mapfile -t lines < <(expectation expect-line; expectation "expect-line-$compiler")
+if [[ $compiles != compiles && -z $message && -z $(expectation 'expect-first[a-z-]*') ]]; then
+  echo "check.sh: $source has neither '// expect: compiles' nor '// expect-message: ...'" \
+    "nor '// expect-first: ...'" >&2
   exit 2
 fi
 
@@ -80,20 +98,27 @@ fi
 
 ((status != 0)) || fail "the program compiled, but it must be rejected"
 ((status == 1)) || fail "the compiler did not report errors normally (it crashed or was killed)"
-grep -qF -- "$message" "$log" || fail "the diagnostics do not contain the message: $message"
 # The first error is the one that says what is wrong; with GCC it is the only one
-# (clang also reports where the failed check's value is used).
+# (clang, unless the case says expect-only-error, may also report where the failed check's
+# value is used).
 errors=$(grep -E '(^|: )error: ' "$log")
-[[ $(head -n 1 <<<"$errors") == *"$message"* ]] ||
-  fail "the first error is not the message: $(head -n 1 <<<"$errors")"
-if "${cxx[@]}" --version 2>/dev/null | grep -q "Free Software Foundation"; then
-  n=$(grep -c . <<<"$errors")
-  ((n == 1)) || fail "GCC reports $n errors; only the message was expected"
+first=$(head -n 1 <<<"$errors")
+if [[ -n $message ]]; then
+  grep -qF -- "$message" "$log" || fail "the diagnostics do not contain the message: $message"
+  [[ $first == *"$message"* ]] || fail "the first error is not the message: $first"
+fi
+for re in "${firsts[@]}"; do
+  full=$(expand_names "$re")
+  grep -qE -- "$full" <<<"$first" || fail "the first error does not match: $re (as $full)"
+done
+n=$(grep -c . <<<"$errors")
+if [[ $compiler == gcc ]] || ((only_error)); then
+  ((n == 1)) || fail "$compiler reports $n errors; only the first was expected"
 fi
 for re in "${lines[@]}"; do
   full=$(expand_names "$re")
   grep -qE -- "$full" "$log" || fail "no diagnostic line matches: $re (as $full)"
 done
 echo "ok: $source is rejected; the diagnostics say:"
-grep -F -- "$message" "$log" | head -n 1
+cut -c1-400 <<<"$first"
 for re in "${lines[@]}"; do grep -E -- "$(expand_names "$re")" "$log" | head -n 1 | cut -c1-400; done

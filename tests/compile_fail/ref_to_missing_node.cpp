@@ -1,6 +1,7 @@
 // Node "producer" refers to "countr", which is not in the program.
-// expect-message: names a node that is not in the program
-// expect-line: ref_must_name_a_node<.*{{producer}}.*{{countr}}
+// expect-first-gcc: use of deleted function 'void tlaunch::detail::ref_names_no_node\(\) \[with .*Node = .*{{producer}}; .*Target = .*{{countr}}\]'
+// expect-first-clang: static_assert failed due to requirement 'ref_names_a_node<.*tlaunch::detail::spelled<{{producer}}>, tlaunch::detail::spelled<{{countr}}>>' "tlaunch::program: ref<\\"...\\"> names a node that is not in the program"
+// expect-only-error
 #include "common.hpp"
 
 constexpr auto program = tlaunch::program(

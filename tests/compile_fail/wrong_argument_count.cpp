@@ -1,7 +1,7 @@
 // Counter::add takes one argument; the call passes two.
-// expect-message: wrong number of arguments for this method
-// g++ names the method in "[with auto M = ...]", clang in "make_args<...>".
-// expect-line: (make_args<&Counter::add, int, int>|auto M = &Counter::add; A = \{int, int\})
+// expect-first-gcc: use of deleted function 'void tlaunch::detail::wrong_number_of_arguments\(\) \[with auto Method = &Counter::add; long unsigned int Expected = 1; long unsigned int Given = 2\]'
+// expect-first-clang: static_assert failed due to requirement 'argument_count_matches<&Counter::add, 1UL, 2UL>' "tlaunch: wrong number of arguments for this method"
+// expect-only-error
 #include "common.hpp"
 
 struct Adder {

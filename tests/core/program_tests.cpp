@@ -88,13 +88,16 @@ TEST_SUITE("program") {
                          doctest::Contains("wroker"), tlaunch::launch_error);
   }
 
-  TEST_CASE("a single handle to a replicated node is refused at launch, naming both nodes") {
+  // Declared replicated in the program, the same is a compile error (tests/compile_fail/
+  // handle_to_replicated_node.cpp); a count raised by --replicas is checked at launch.
+  TEST_CASE("a single handle to a node --replicas makes replicated is refused at launch") {
     struct Needy {
       tlaunch::handle<Worker> w;
     };
-    constexpr auto p = tlaunch::program(tlaunch::node<"worker", Worker>().replicas(2),
+    constexpr auto p = tlaunch::program(tlaunch::node<"worker", Worker>(),
                                         tlaunch::node<"needy", Needy>(tlaunch::ref<"worker">));
     tlaunch::launch::options o;
+    o.replicas["worker"] = 2;
     tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
     try {
       tlaunch::launch::run_local_mt(p, o, out);
@@ -105,6 +108,27 @@ TEST_SUITE("program") {
       CHECK(m.find("worker") != std::string::npos);
       CHECK(m.find("handles<") != std::string::npos);
     }
+  }
+
+  // The check constexpr programs fail to compile by, seen at run time: which constructor
+  // arguments take a single handle is read from the node's type.
+  TEST_CASE("a program built at run time with a handle to a replicated node throws") {
+    struct Needy {
+      int n;
+      tlaunch::handles<Worker> all;
+      tlaunch::handle<Worker> one;
+    };
+    auto build = [](std::uint32_t replicas) {
+      return tlaunch::program(
+          tlaunch::node<"worker", Worker>().replicas(replicas),
+          tlaunch::node<"needy", Needy>(1, tlaunch::ref<"worker">, tlaunch::ref<"worker">));
+    };
+    CHECK_NOTHROW(build(1));
+    CHECK_THROWS_WITH_AS(build(3),
+                         doctest::Contains("node 'needy' takes a tlaunch::handle to 'worker', "
+                                           "which the program declares replicated: take "
+                                           "tlaunch::handles<"),
+                         tlaunch::launch_error);
   }
 
   TEST_CASE("stop_program stops bodies waiting in ctx.stopped()") {

@@ -81,18 +81,73 @@ struct all_serializable<std::tuple<A...>> : std::bool_constant<(is_serializable_
 template <class Tuple>
 inline constexpr bool all_serializable_v = all_serializable<Tuple>::value;
 
-// Checked once per exposed method; the failing instantiation names the method.
-template <auto M>
-struct exposed_method_check {
-  using traits = method_traits<decltype(M)>;
-  static_assert(all_serializable_v<typename traits::args>,
+// ---- Compile errors that name the culprit in the error line itself ----
+//
+// A static_assert message is a literal, so each check is split in two: a pure predicate
+// (`..._ok`), which callers test with `if constexpr` so that nothing else is instantiated
+// once a check fails, and a report (`report_...`), a function template instantiated once
+// per culprit whether one call site or several reach it. The report's error line names the
+// method and the argument: g++ prints the template arguments of a deleted function it is
+// asked to use ("use of deleted function '... argument_type_cannot_be_serialized() [with
+// auto Method = &Store::put; long unsigned int Argument = 1; Type = Blob]'", and its note
+// shows the declaration's line, which carries the advice); clang prints a failed
+// static_assert's condition ("static_assert failed due to requirement
+// 'tlaunch::detail::argument_type_is_serializable<&Store::put, 1, Blob>'", then the
+// message). The same function template serves both: deleted for g++, a static_assert for
+// clang. Argument positions count from 1.
+template <auto Method, std::size_t Argument, class Type>
+inline constexpr bool argument_type_is_serializable = is_serializable_v<Type>;
+template <auto Method, class Type>
+inline constexpr bool result_type_is_serializable = is_serializable_v<Type>;
+#if defined(__clang__)
+template <auto Method, std::size_t Argument, class Type>
+void argument_type_cannot_be_serialized() {
+  static_assert(argument_type_is_serializable<Method, Argument, Type>,
                 "tlaunch: an argument type of this exposed method cannot be serialized by cereal "
                 "(give it a serialize() function or use a serializable type)");
-  static_assert(is_serializable_v<typename traits::result>,
+}
+template <auto Method, class Type>
+void result_type_cannot_be_serialized() {
+  static_assert(result_type_is_serializable<Method, Type>,
                 "tlaunch: the result type of this exposed method cannot be serialized by cereal "
                 "(give it a serialize() function or use a serializable type)");
-  static constexpr bool ok = true;
+}
+#else
+template <auto Method, std::size_t Argument, class Type>
+void argument_type_cannot_be_serialized() = delete;  // tlaunch: give it a serialize() function or use a serializable type
+template <auto Method, class Type>
+void result_type_cannot_be_serialized() = delete;  // tlaunch: give it a serialize() function or use a serializable type
+#endif
+
+// The position (from 1) of the first argument cereal cannot serialize; 0 when none.
+template <class Tuple>
+struct first_unserializable;
+template <class... A>
+struct first_unserializable<std::tuple<A...>> {
+  static constexpr std::size_t value = [] {
+    constexpr bool ok[] = {is_serializable_v<A>..., true};
+    for (std::size_t i = 0; i < sizeof...(A); ++i)
+      if (!ok[i]) return i + 1;
+    return std::size_t{0};
+  }();
 };
+
+// Whether every argument and the result of exposed method M can be serialized.
+template <auto M>
+inline constexpr bool method_serializable_ok =
+    all_serializable_v<typename method_traits<decltype(M)>::args> &&
+    is_serializable_v<typename method_traits<decltype(M)>::result>;
+
+template <auto M>
+void report_method_serializable() {
+  using traits = method_traits<decltype(M)>;
+  constexpr std::size_t bad = first_unserializable<typename traits::args>::value;
+  if constexpr (bad != 0) {
+    argument_type_cannot_be_serialized<M, bad, std::tuple_element_t<bad - 1, typename traits::args>>();
+  } else if constexpr (!is_serializable_v<typename traits::result>) {
+    result_type_cannot_be_serialized<M, typename traits::result>();
+  }
+}
 
 // Wire id of a method: hash of "Service::method" and its signature.
 template <auto M>
@@ -134,16 +189,42 @@ struct list_contains<methods<Ms...>, M> {
 template <class S, auto M>
 inline constexpr bool is_exposed_v = list_contains<typename rpc_list<S>::type, M>::value;
 
-// Fails with a message when M is not in S::rpc; the instantiation names S and M.
+// Whether a handle<S> may call M: M is S's and listed in S::rpc.
 template <class S, auto M>
-struct exposure_check {
-  static_assert(std::is_same_v<typename method_traits<decltype(M)>::service, S>,
+inline constexpr bool exposure_ok =
+    std::is_same_v<typename method_traits<decltype(M)>::service, S> && is_exposed_v<S, M>;
+
+template <class Service, auto Method>
+inline constexpr bool method_belongs_to_the_service =
+    std::is_same_v<typename method_traits<decltype(Method)>::service, Service>;
+template <class Service, auto Method>
+inline constexpr bool method_is_in_the_rpc_list = is_exposed_v<Service, Method>;
+#if defined(__clang__)
+template <class Service, auto Method>
+void method_of_another_service() {
+  static_assert(method_belongs_to_the_service<Service, Method>,
                 "tlaunch: this method belongs to another service than the handle's");
-  static_assert(is_exposed_v<S, M>,
+}
+template <class Service, auto Method>
+void method_not_exposed() {
+  static_assert(method_is_in_the_rpc_list<Service, Method>,
                 "tlaunch: this method is not exposed: add it to the service's "
                 "`using rpc = tlaunch::methods<...>;` list");
-  static constexpr bool ok = exposed_method_check<M>::ok;
-};
+}
+#else
+template <class Service, auto Method>
+void method_of_another_service() = delete;  // tlaunch: call it through a handle of its own service
+template <class Service, auto Method>
+void method_not_exposed() = delete;  // tlaunch: add it to the service's `using rpc = tlaunch::methods<...>;` list
+#endif
+
+template <class S, auto M>
+void report_exposure() {
+  if constexpr (!method_belongs_to_the_service<S, M>)
+    method_of_another_service<S, M>();
+  else
+    method_not_exposed<S, M>();
+}
 
 template <class List>
 struct unique_method_ids;
@@ -158,14 +239,33 @@ struct unique_method_ids<methods<Ms...>> {
   }();
 };
 
+// Whether service S can be served: distinct methods, each serializable.
+template <class S>
+inline constexpr bool service_ok = [] {
+  using list = typename rpc_list<S>::type;
+  return unique_method_ids<list>::value && [&]<auto... Ms>(methods<Ms...>*) {
+    return (method_serializable_ok<Ms> && ... && true);
+  }(static_cast<list*>(nullptr));
+}();
+
+// Reports the first reason service_ok<S> is false.
+template <class S>
+void report_service() {
+  using list = typename rpc_list<S>::type;
+  if constexpr (!unique_method_ids<list>::value) {
+    static_assert(unique_method_ids<list>::value,
+                  "tlaunch: a method is listed twice in the service's tlaunch::methods<...>");
+  } else {
+    // Each method that fails is reported (once, however many sites reach it).
+    [&]<auto... Ms>(methods<Ms...>*) { (report_method_serializable<Ms>(), ...); }(
+        static_cast<list*>(nullptr));
+  }
+}
+
 template <class S>
 constexpr bool check_service() {
-  using list = typename rpc_list<S>::type;
-  static_assert(unique_method_ids<list>::value,
-                "tlaunch: a method is listed twice in the service's tlaunch::methods<...>");
-  return [&]<auto... Ms>(methods<Ms...>*) {
-    return ((exposure_check<S, Ms>::ok) && ... && true);
-  }(static_cast<list*>(nullptr));
+  if constexpr (!service_ok<S>) report_service<S>();
+  return service_ok<S>;
 }
 
 }  // namespace detail

@@ -1,0 +1,144 @@
+// Where to log in over SSH: one host as the user writes it on the command line, and the
+// hostfile that lists several.
+#pragma once
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <istream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../../error.hpp"
+
+namespace tlaunch::ssh {
+
+// Where to log in: "host", "user@host", "host:2222", "user@host:2222", "[::1]:2222".
+struct host_spec {
+  std::string user;  // defaults to the local user name
+  std::string host;  // as written (name or address)
+  int port = 22;
+
+  // Throws launch_error naming the text and the forms accepted.
+  static host_spec parse(std::string_view text);
+  // "user@host", with ":port" when it is not 22.
+  std::string display() const {
+    std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    return user + "@" + h + (port == 22 ? "" : ":" + std::to_string(port));
+  }
+};
+
+// One line of a hostfile: "host [slots=N]" (N places for instances in the round-robin order).
+struct hostfile_entry {
+  std::string host;  // as written; parsed by host_spec::parse when connecting
+  unsigned slots = 1;
+};
+
+// The entries of a hostfile: one host a line, "# comments" and blank lines skipped.
+// `source` names the file in errors ("<source>:<line>: ...").
+std::vector<hostfile_entry> parse_hostfile(std::istream& in, const std::string& source);
+// parse_hostfile of the file at path; launch_error when it cannot be read.
+std::vector<hostfile_entry> read_hostfile(const std::string& path);
+
+namespace detail {
+
+inline std::string local_user_name() {
+  if (const char* u = std::getenv("USER"); u != nullptr && *u != '\0') return u;
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw != nullptr && pw->pw_name != nullptr) {
+    return pw->pw_name;
+  }
+  return "root";
+}
+
+}  // namespace detail
+
+inline host_spec host_spec::parse(std::string_view text) {
+  auto bad = [&](const std::string& why) -> tlaunch::launch_error {
+    return tlaunch::launch_error("bad ssh host '" + std::string(text) + "': " + why +
+                                 " (expected host, user@host, host:port or user@host:port)");
+  };
+  host_spec h;
+  std::string_view rest = text;
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    h.user = std::string(rest.substr(0, at));
+    if (h.user.empty()) throw bad("empty user name before '@'");
+    rest.remove_prefix(at + 1);
+  } else {
+    h.user = detail::local_user_name();
+  }
+  std::string_view port_text;
+  if (!rest.empty() && rest.front() == '[') {  // [v6 address]:port
+    auto close = rest.find(']');
+    if (close == std::string_view::npos) throw bad("missing ']'");
+    h.host = std::string(rest.substr(1, close - 1));
+    rest.remove_prefix(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') throw bad("unexpected text after ']'");
+      port_text = rest.substr(1);
+      if (port_text.empty()) throw bad("empty port after ':'");
+    }
+  } else if (auto colon = rest.find(':'); colon != std::string_view::npos) {
+    if (rest.find(':', colon + 1) != std::string_view::npos) {
+      throw bad("an IPv6 address needs brackets, as in [::1]:22");
+    }
+    h.host = std::string(rest.substr(0, colon));
+    port_text = rest.substr(colon + 1);
+    if (port_text.empty()) throw bad("empty port after ':'");
+  } else {
+    h.host = std::string(rest);
+  }
+  if (h.host.empty()) throw bad("no host name");
+  if (h.host.find_first_of(" \t\n/@") != std::string::npos) throw bad("invalid host name");
+  if (!port_text.empty()) {
+    int port = 0;
+    for (char c : port_text) {
+      if (c < '0' || c > '9' || port > 65535) throw bad("the port must be a number 1-65535");
+      port = port * 10 + (c - '0');
+    }
+    if (port < 1 || port > 65535) throw bad("the port must be a number 1-65535");
+    h.port = port;
+  }
+  return h;
+}
+
+inline std::vector<hostfile_entry> parse_hostfile(std::istream& in, const std::string& source) {
+  std::vector<hostfile_entry> entries;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    hostfile_entry e;
+    std::string word;
+    if (!(words >> e.host)) continue;
+    while (words >> word) {
+      if (word.rfind("slots=", 0) == 0) {
+        try {
+          e.slots = static_cast<unsigned>(std::stoul(word.substr(6)));
+        } catch (...) {
+          e.slots = 0;
+        }
+        if (e.slots == 0 || e.slots > 4096)
+          throw launch_error(source + ":" + std::to_string(lineno) + ": bad '" + word + "'");
+      } else {
+        throw launch_error(source + ":" + std::to_string(lineno) + ": unknown word '" + word +
+                           "' (expected slots=N)");
+      }
+    }
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+inline std::vector<hostfile_entry> read_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw launch_error("--hostfile: cannot read " + path);
+  return parse_hostfile(in, path);
+}
+
+}  // namespace tlaunch::ssh

@@ -27,8 +27,22 @@ struct host_spec {
   static host_spec parse(std::string_view text);
   // "user@host", with ":port" when it is not 22.
   std::string display() const {
-    std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    return user + "@" + h + (port == 22 ? "" : ":" + std::to_string(port));
+    // Appends only: '":" + std::to_string(port)' inlined at -O3 trips g++ 12's
+    // -Werror=restrict false positive in the user's translation unit.
+    std::string out = user;
+    out += '@';
+    if (host.find(':') != std::string::npos) {
+      out += '[';
+      out += host;
+      out += ']';
+    } else {
+      out += host;
+    }
+    if (port != 22) {
+      out += ':';
+      out += std::to_string(port);
+    }
+    return out;
   }
 };
 

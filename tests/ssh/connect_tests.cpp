@@ -4,6 +4,9 @@
 
 #include "fixture.hpp"
 
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -30,16 +33,20 @@ TEST_SUITE("ssh_connect") {
     auto o = options();
     o.keepalive_idle_s = 7;
     auto s = ssh::open_connection(host("127.0.0.3"), o);
-    // our end of the connection, as the kernel shows it
-    std::string cmd = "ss -tnoH state established dst 127.0.0.3:" + std::to_string(env().port);
-    std::string table;
-    if (FILE* p = ::popen(cmd.c_str(), "r")) {
-      char buf[512];
-      while (std::fgets(buf, sizeof buf, p) != nullptr) table += buf;
-      ::pclose(p);
-    }
-    CAPTURE(table);
-    CHECK(contains(table, "timer:(keepalive,"));
+    const int fd = ssh_get_fd(s.get());
+    auto option = [fd](int level, int name) {
+      int v = -1;
+      socklen_t len = sizeof v;
+      REQUIRE(::getsockopt(fd, level, name, &v, &len) == 0);
+      return v;
+    };
+    CHECK(option(SOL_SOCKET, SO_KEEPALIVE) == 1);
+    CHECK(option(IPPROTO_TCP, TCP_KEEPIDLE) == 7);
+    CHECK(option(IPPROTO_TCP, TCP_KEEPINTVL) == o.keepalive_interval_s);
+    CHECK(option(IPPROTO_TCP, TCP_KEEPCNT) == o.keepalive_count);
+    // data sent but never acknowledged fails the connection after as long
+    CHECK(option(IPPROTO_TCP, TCP_USER_TIMEOUT) ==
+          (7 + o.keepalive_interval_s * o.keepalive_count) * 1000);
   }
 
   TEST_CASE("the host key fingerprint reads as ssh(1) shows it") {

@@ -35,8 +35,33 @@ namespace detail {
 inline std::vector<std::string> ssh_hosts(const options& o) {
   std::vector<std::string> hosts = o.hosts;
   if (!o.hostfile.empty()) {
-    for (const auto& e : ssh::read_hostfile(o.hostfile))
-      for (unsigned i = 0; i < e.slots; ++i) hosts.push_back(e.host);
+    std::ifstream in(o.hostfile);
+    if (!in) throw launch_error("--hostfile: cannot read " + o.hostfile);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      std::istringstream words(line);
+      std::string host, word;
+      if (!(words >> host)) continue;
+      unsigned slots = 1;
+      while (words >> word) {
+        if (word.rfind("slots=", 0) == 0) {
+          try {
+            slots = static_cast<unsigned>(std::stoul(word.substr(6)));
+          } catch (...) {
+            slots = 0;
+          }
+          if (slots == 0 || slots > 4096)
+            throw launch_error(o.hostfile + ":" + std::to_string(lineno) + ": bad '" + word + "'");
+        } else {
+          throw launch_error(o.hostfile + ":" + std::to_string(lineno) + ": unknown word '" +
+                             word + "' (expected slots=N)");
+        }
+      }
+      for (unsigned i = 0; i < slots; ++i) hosts.push_back(host);
+    }
   }
   if (hosts.empty()) throw launch_error("--launch=ssh needs --hosts or --hostfile");
   return hosts;

@@ -1,17 +1,12 @@
-// Where to log in over SSH: one host as the user writes it on the command line, and the
-// hostfile that lists several.
+// Where to log in over SSH: one host as the user writes it on the command line.
 #pragma once
 
 #include <pwd.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <istream>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "../../error.hpp"
 
@@ -45,18 +40,6 @@ struct host_spec {
     return out;
   }
 };
-
-// One line of a hostfile: "host [slots=N]" (N places for instances in the round-robin order).
-struct hostfile_entry {
-  std::string host;  // as written; parsed by host_spec::parse when connecting
-  unsigned slots = 1;
-};
-
-// The entries of a hostfile: one host a line, "# comments" and blank lines skipped.
-// `source` names the file in errors ("<source>:<line>: ...").
-std::vector<hostfile_entry> parse_hostfile(std::istream& in, const std::string& source);
-// parse_hostfile of the file at path; launch_error when it cannot be read.
-std::vector<hostfile_entry> read_hostfile(const std::string& path);
 
 namespace detail {
 
@@ -117,42 +100,6 @@ inline host_spec host_spec::parse(std::string_view text) {
     h.port = port;
   }
   return h;
-}
-
-inline std::vector<hostfile_entry> parse_hostfile(std::istream& in, const std::string& source) {
-  std::vector<hostfile_entry> entries;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    std::istringstream words(line);
-    hostfile_entry e;
-    std::string word;
-    if (!(words >> e.host)) continue;
-    while (words >> word) {
-      if (word.rfind("slots=", 0) == 0) {
-        try {
-          e.slots = static_cast<unsigned>(std::stoul(word.substr(6)));
-        } catch (...) {
-          e.slots = 0;
-        }
-        if (e.slots == 0 || e.slots > 4096)
-          throw launch_error(source + ":" + std::to_string(lineno) + ": bad '" + word + "'");
-      } else {
-        throw launch_error(source + ":" + std::to_string(lineno) + ": unknown word '" + word +
-                           "' (expected slots=N)");
-      }
-    }
-    entries.push_back(std::move(e));
-  }
-  return entries;
-}
-
-inline std::vector<hostfile_entry> read_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw launch_error("--hostfile: cannot read " + path);
-  return parse_hostfile(in, path);
 }
 
 }  // namespace tlaunch::ssh

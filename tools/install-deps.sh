@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(
   g++ clang cmake ninja-build meson pkg-config
-  libasio-dev libcereal-dev libssh-dev libfmt-dev doctest-dev
+  libasio-dev libcereal-dev libssh-dev libssl-dev libfmt-dev doctest-dev
   openssh-server openssh-client procps python3
 )
 

@@ -9,6 +9,7 @@
 #include <cereal/archives/binary.hpp>
 #include <fmt/core.h>
 #include <libssh/libssh.h>
+#include <openssl/crypto.h>
 
 #include <tlaunch/tlaunch.hpp>
 
@@ -25,7 +26,7 @@ int main() {
     archive(42);
   }
 
-  fmt::print("tlaunch consumer ok: asio {} cereal {} bytes libssh {}\n", posted, bytes.str().size(),
-             ssh_version(0));
+  fmt::print("tlaunch consumer ok: asio {} cereal {} bytes libssh {} libcrypto {:x}\n", posted,
+             bytes.str().size(), ssh_version(0), OpenSSL_version_num());
   return posted == 1 && bytes.str().size() == sizeof(int) ? 0 : 1;
 }

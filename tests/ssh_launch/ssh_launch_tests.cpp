@@ -3,6 +3,7 @@
 // 127.0.0.3 (TLAUNCH_SSHD_ENV names its env file; CTest and the Meson wrapper set it).
 // Node processes are found by the cached binary's path in /proc/*/cmdline.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -192,7 +193,7 @@ TEST_SUITE("ssh_launch") {
       CHECK(r.code == 0);
       // SSH_CONNECTION in each node says which address its session reached.
       for (const char* w : {"worker/0", "worker/1", "worker/2"})
-        CHECK(has(r.out, "[" + std::string(w) + "@" + h3() + "] reached at 127.0.0.3\n"));
+        CHECK(has(r.out, fmt::format("[{}@{}] reached at 127.0.0.3\n", w, h3())));
       CHECK_FALSE(has(r.out, "127.0.0.2"));
     }
   }

@@ -8,7 +8,7 @@
 #include <string>
 #include <tlaunch/detail/build_id.hpp>
 #include <tlaunch/detail/secret.hpp>
-#include <tlaunch/detail/sha256.hpp>
+#include <tlaunch/detail/crypto.hpp>
 #include <tlaunch/bytes.hpp>
 #include <tlaunch/service.hpp>
 #include <tlaunch/wire/codec.hpp>

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "crypto.hpp"
 #include "secret.hpp"
-#include "sha256.hpp"
 
 namespace tlaunch::detail {
 

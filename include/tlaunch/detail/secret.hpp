@@ -1,35 +1,23 @@
-// The launch secret: random bytes from the kernel, and their hex form (how the
+// The launch secret: random bytes, and their hex form (how the
 // launcher hands them to a node process on stdin).
 #pragma once
 
-#include <sys/random.h>
-
 #include <array>
-#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
+
+#include "crypto.hpp"
 
 namespace tlaunch::detail {
 
-// 32 bytes from getrandom(2); blocks only until the kernel's pool is first seeded.
+// 32 bytes from libcrypto's CSPRNG.
 inline std::array<std::uint8_t, 32> random_secret() {
   std::array<std::uint8_t, 32> s{};
-  std::size_t got = 0;
-  while (got < s.size()) {
-    ssize_t n = ::getrandom(s.data() + got, s.size() - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(),
-                              "cannot draw the launch secret from the kernel (getrandom)");
-    }
-    got += static_cast<std::size_t>(n);
-  }
+  random_bytes(s);
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../detail/self_exe.hpp"
 #include "../program.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
@@ -16,14 +17,6 @@
 #include "output.hpp"
 
 namespace tlaunch::launch {
-
-// The path of the running binary.
-inline std::string self_exe() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw launch_error("cannot find this binary's path (/proc/self/exe)");
-  return std::string(buf, static_cast<std::size_t>(n));
-}
 
 template <class... Nodes>
 int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer& out) {
@@ -35,7 +28,7 @@ int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer&
   for (auto& n : nodes)
     for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat)
       places.push_back({flat, std::string(n.name) + "/" + std::to_string(r), ""});
-  std::string exe = self_exe();
+  std::string exe = tlaunch::detail::self_exe<launch_error>();
   return coord.run(places, [&](const placement&, std::uint16_t port,
                                const std::vector<std::string>& tail, child_callbacks cb) {
     // Launch flags first: the tail ends with `-- <program arguments>`.

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "../detail/build_id.hpp"
+#include "../detail/self_exe.hpp"
 #include "../program.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
-#include "local_mp.hpp"
 #include "output.hpp"
 #include "placement.hpp"
 #include "ssh_session.hpp"
@@ -60,7 +60,7 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
   std::map<std::string, host_sessions> by_host;
   for (auto& [h, n] : per_host) by_host[h];
 
-  std::string exe = self_exe();
+  std::string exe = tlaunch::detail::self_exe<launch_error>();
   std::string build_id = tlaunch::detail::file_build_id(exe);
 
   // Every host at once; per host at most ssh_parallel handshakes at a time.

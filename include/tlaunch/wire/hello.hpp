@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../detail/sha256.hpp"
+#include "../detail/crypto.hpp"
 #include "codec.hpp"
 #include "frame.hpp"
 

@@ -1,11 +1,15 @@
+// detail/crypto.hpp against published vectors, and the hello proof it computes.
+#include <algorithm>
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include <tlaunch/detail/crypto.hpp>
 #include <tlaunch/detail/secret.hpp>
-#include <tlaunch/detail/sha256.hpp>
+#include <tlaunch/wire/hello.hpp>
 
 namespace {
 
@@ -17,7 +21,7 @@ std::vector<std::uint8_t> unhex(std::string_view s) { return tlaunch::detail::fr
 
 }  // namespace
 
-TEST_SUITE("sha256") {
+TEST_SUITE("crypto") {
   TEST_CASE("SHA-256 matches the FIPS 180-2 vectors") {
     using tlaunch::detail::sha256;
     CHECK(hex(sha256(bytes(""))) ==
@@ -90,5 +94,38 @@ TEST_SUITE("sha256") {
     CHECK_FALSE(constant_time_equal(a, d));
     CHECK_FALSE(constant_time_equal(a, std::span(a).first(3)));
     CHECK(constant_time_equal(std::span<const std::uint8_t>{}, std::span<const std::uint8_t>{}));
+  }
+
+  TEST_CASE("HMAC-SHA256 with an empty key and message") {
+    CHECK(hex(tlaunch::detail::hmac_sha256({}, {})) ==
+          "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+  }
+
+  TEST_CASE("the hello's proof of the secret keeps its bytes on the wire") {
+    // HMAC(secret, label | first nonce | second nonce), as Python's hmac module and the
+    // hand-written SHA-256 this replaced both compute it.
+    std::vector<std::uint8_t> secret;
+    std::array<std::uint8_t, 16> a{}, b{};
+    for (int i = 0; i < 32; ++i) secret.push_back(static_cast<std::uint8_t>(i));
+    for (int i = 0; i < 16; ++i) {
+      a[i] = static_cast<std::uint8_t>(i);
+      b[i] = static_cast<std::uint8_t>(100 + i);
+    }
+    CHECK(hex(tlaunch::wire::secret_proof(secret, "acceptor", a, b)) ==
+          "a0faa3f3d83d232b5f1d04b7575ef104c5a321a6b7c8139385b0b875bd37ab46");
+    CHECK(hex(tlaunch::wire::secret_proof(secret, "connector", b, a)) ==
+          "332ba9fcdd6a6327cdabefeed6c50454657657ee0a9b1c16ac24b8112887c378");
+  }
+
+  TEST_CASE("random_bytes fills the whole buffer, differently each time") {
+    std::array<std::uint8_t, 64> x{}, y{};
+    tlaunch::detail::random_bytes(x);
+    tlaunch::detail::random_bytes(y);
+    CHECK(x != y);
+    // All 64 bytes written: zero in each of the last 8 has odds 2^-64.
+    CHECK(std::any_of(x.end() - 8, x.end(), [](std::uint8_t v) { return v != 0; }));
+    tlaunch::detail::random_bytes({});  // nothing to draw is not an error
+    auto s1 = tlaunch::detail::random_secret(), s2 = tlaunch::detail::random_secret();
+    CHECK(s1 != s2);
   }
 }

@@ -1,0 +1,23 @@
+// How the ssh launcher connects to a host and where it keeps the binary there.
+#pragma once
+
+#include <string>
+
+namespace tlaunch::ssh {
+
+struct session_options {
+  std::string identity;     // private key file (--ssh-identity); "" = ssh-agent, then ~/.ssh/id_*
+  bool accept_new = false;  // record an unknown host key instead of refusing the host
+  std::string known_hosts;  // "" = ~/.ssh/known_hosts
+  int connect_timeout_s = 10;
+  // TCP keepalive on the connection: a dead link is noticed after about
+  // idle + interval * count seconds (libssh alone would block on it forever).
+  int keepalive_idle_s = 5;
+  int keepalive_interval_s = 2;
+  int keepalive_count = 3;
+  // Remote directory holding one folder per build id; relative paths are under the remote
+  // home. Worth changing when the home on the hosts is small or shared over NFS.
+  std::string cache_dir = ".cache/tlaunch";
+};
+
+}  // namespace tlaunch::ssh

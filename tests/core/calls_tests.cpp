@@ -611,12 +611,17 @@ TEST_SUITE("calls") {
       REQUIRE(eventually([&] { return s.sync<&Spinner::poll_us>() >= 0; }));
       CHECK(s.sync<&Spinner::poll_us>() == 5'000'000);
       for (std::int64_t i = 0; i < 200; ++i) REQUIRE(s.sync<&Spinner::add>(i, 7) == i + 7);
-      // Nothing to do, yet the io threads are running: polling, not sleeping.
-      CHECK(idle_cpu_share() > 0.3);
+      // Nothing to do, yet the io threads are running: polling, not sleeping. On a loaded
+      // machine a polling thread gets only its share of a core (0.13 seen at load 18), so
+      // the bounds leave room for that and compare with the same process sleeping.
+      double polling = idle_cpu_share();
+      CHECK(polling > 0.08);
       s.sync<&Spinner::set_poll>(0);
       CHECK(s.sync<&Spinner::poll_us>() == 0);
       // Now they sleep in the reactor, as by default.
-      CHECK(idle_cpu_share() < 0.2);
+      double sleeping = idle_cpu_share();
+      CHECK(sleeping < 0.2);
+      CHECK(sleeping < polling / 2);
       CHECK(s.sync<&Spinner::add>(1, 2) == 3);
       t.stop();
       CHECK(t.wait() == 0);

@@ -14,6 +14,7 @@
 #include <asio/post.hpp>
 #include <asio/strand.hpp>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <tlaunch/rpc/batch.hpp>
 
@@ -238,7 +239,7 @@ TEST_SUITE("batch") {
     }  // the context goes with its queued handler; LeakSanitizer checks the blocks
     CHECK(tracked::alive == 0);
     REQUIRE(log.size() == 40);
-    for (int i = 0; i < 40; ++i) CHECK(log[static_cast<std::size_t>(i)] == "~" + std::to_string(i));
+    for (int i = 0; i < 40; ++i) CHECK(log[static_cast<std::size_t>(i)] == fmt::format("~{}", i));
   }
 
   TEST_CASE("a job that throws: the jobs after it do not run, every capture is destroyed") {
@@ -440,9 +441,11 @@ TEST_SUITE("batch") {
         log.push_back("direct");
         deferred_writes::defer(conn, write);
       });
-      post_batched_any<strand>(asio::any_io_executor(st), [&] { log.push_back("through any"); });
+      const asio::any_io_executor through_any(st);
+      post_batched_any<strand>(through_any, [&] { log.push_back("through any"); });
       // Not a strand: a group of its own, for the type-erased executor.
-      post_batched_any<strand>(asio::any_io_executor(ctx.get_executor()), [&log, conn, write] {
+      const asio::any_io_executor plain(ctx.get_executor());
+      post_batched_any<strand>(plain, [&log, conn, write] {
         log.push_back("plain");
         deferred_writes::defer(conn, write);
       });

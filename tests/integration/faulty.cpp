@@ -52,10 +52,12 @@ struct Worker {
       co_await ctx.sleep_for(200ms);
       throw std::runtime_error("faulty worker gave up on purpose");
     } else if (mode == "abort") {
-      co_await ctx.sleep_for(200ms);
+      // Long enough for a test to find every node process after the "ready" lines,
+      // also in a sanitizer build on a loaded machine.
+      co_await ctx.sleep_for(1500ms);
       std::abort();
     } else if (mode == "exit") {
-      co_await ctx.sleep_for(200ms);
+      co_await ctx.sleep_for(1500ms);
       ::_exit(std::stoi(param));
     } else if (mode == "hang") {
       ctx.log("ignoring the stop from now on");

@@ -17,10 +17,11 @@ using tlaunch::detail::buffer_pool;
 // The pool is one per process: each test first takes out whatever earlier ones
 // left in it (see drained), so what it keeps and reuses is the test's alone.
 
-#if defined(__SANITIZE_ADDRESS__)
+// Sanitizers replace glibc's malloc, so mallinfo2() says nothing of the pool there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TLAUNCH_TEST_GLIBC_MALLOC 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define TLAUNCH_TEST_GLIBC_MALLOC 0
 #endif
 #endif

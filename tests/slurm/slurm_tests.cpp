@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <tlaunch/launch/slurm.hpp>
+
 #include "../common/temp_dir.hpp"
 #include "../integration/process.hpp"
 
@@ -80,8 +82,9 @@ std::vector<std::string> salloc(std::vector<std::string> command) {
   return argv;
 }
 
-// Runs `command` as the script of `sbatch --wait` on two nodes; the job's exit code and
-// its output file.
+// Submits `command` as the script of an sbatch job on two nodes and waits for its end,
+// polling scontrol (sbatch --wait polls only every few seconds); the job's exit code
+// (from "ExitCode=code:signal") and its output file.
 struct batch_result {
   int code;
   std::string output;
@@ -90,13 +93,63 @@ batch_result sbatch_wait(const std::string& command) {
   tlaunch::test_support::temp_dir dir("tlaunch-slurm-test");
   auto script = (dir.path / "job.sh").string(), out = (dir.path / "job.out").string();
   std::ofstream(script) << "#!/bin/sh\nexec " << command << "\n";
-  auto r = run({"/usr/bin/sbatch", "--wait", "--nodes=2", "--output=" + out, script}, 60s);
-  return {r.code, read_file(out) + r.all};
+  auto submitted = run({"/usr/bin/sbatch", "--parsable", "--nodes=2", "--output=" + out, script}, 30s);
+  REQUIRE(submitted.code == 0);
+  std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string state;
+  for (;;) {
+    state = run({"/usr/bin/scontrol", "show", "job", "-o", job}, 10s).out;
+    if (!has(state, "JobState=PENDING") && !has(state, "JobState=RUNNING") &&
+        !has(state, "JobState=CONFIGURING") && !has(state, "JobState=COMPLETING"))
+      break;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO(state);
+  auto at = state.find("ExitCode=");
+  REQUIRE(at != std::string::npos);
+  return {std::stoi(state.substr(at + 9)), read_file(out)};
 }
 
 }  // namespace
 
 TEST_SUITE("slurm") {
+  TEST_CASE("srun's reports of failed tasks become their exit statuses") {
+    using tlaunch::launch::detail::parse_srun_task_report;
+    auto code = parse_srun_task_report("srun: error: node2: task 3: Exited with exit code 2");
+    REQUIRE(code);
+    CHECK(code->ranks == std::vector<std::uint32_t>{3});
+    CHECK(code->status.describe() == "exited with code 2");
+    auto sig = parse_srun_task_report("srun: error: node1: tasks 0-2,5: Segmentation fault");
+    REQUIRE(sig);
+    CHECK(sig->ranks == std::vector<std::uint32_t>{0, 1, 2, 5});
+    CHECK(sig->status.signal_name == "SEGV");
+    auto aborted = parse_srun_task_report("srun: error: node1: task 1: Aborted (core dumped)");
+    REQUIRE(aborted);
+    CHECK(aborted->status.signal_name == "ABRT");
+    CHECK_FALSE(parse_srun_task_report("srun: error: Unable to create step for job 7"));
+    CHECK_FALSE(parse_srun_task_report("3: srun: error: node1: task 1: Killed"));
+  }
+
+  TEST_CASE("a task's role is the instance its SLURM_PROCID numbers, in program order") {
+    std::vector<tlaunch::detail::node_info> nodes(2);
+    nodes[0].name = "counter";
+    nodes[0].replicas = 1;
+    nodes[1].name = "producer";
+    nodes[1].replicas = 4;
+    ::setenv("SLURM_PROCID", "0", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes) == "counter/0");
+    ::setenv("SLURM_PROCID", "4", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes) == "producer/3");
+    ::setenv("SLURM_PROCID", "5", 1);
+    CHECK_THROWS_WITH_AS(tlaunch::launch::slurm_task_role(nodes),
+                         doctest::Contains("Slurm task 5 has no node instance"),
+                         tlaunch::launch_error);
+    ::unsetenv("SLURM_PROCID");
+    CHECK_THROWS_AS(tlaunch::launch::slurm_task_role(nodes), tlaunch::launch_error);
+  }
+
   TEST_CASE("hello_world and consumer_producers under salloc, on both nodes") {
     use_cluster();
     auto hello = run(salloc({TLAUNCH_HELLO_WORLD_EXE, "--launch=slurm"}), 60s);

@@ -45,6 +45,7 @@
 #include "local_child.hpp"
 #include "output.hpp"
 #include "placement.hpp"
+#include "slurm_task.hpp"
 
 namespace tlaunch::launch {
 

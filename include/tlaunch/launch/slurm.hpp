@@ -17,6 +17,8 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "../detail/self_exe.hpp"
 #include "../program.hpp"
@@ -94,25 +98,40 @@ inline std::vector<std::string> slurm_allocation_nodes() {
 }
 
 // An address of this machine the tasks can dial: the first non-loopback IPv4 address its
-// host name resolves to, else the first one (a one-machine cluster), else 127.0.0.1.
+// host name resolves to, else that of an interface that is up (Debian maps the host name to
+// 127.0.1.1), else 127.0.0.1 (a one-machine cluster).
 inline std::string slurm_launcher_address() {
+  auto text = [](const sockaddr* a) {
+    char buf[INET_ADDRSTRLEN] = {};
+    auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    return ::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) ? std::string(buf) : std::string();
+  };
+  auto routable = [](const std::string& ip) { return !ip.empty() && ip.rfind("127.", 0) != 0; };
   char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "127.0.0.1";
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || res == nullptr) return "127.0.0.1";
-  std::string first, chosen;
-  for (auto* a = res; a != nullptr; a = a->ai_next) {
-    char buf[INET_ADDRSTRLEN] = {};
-    auto* in = reinterpret_cast<sockaddr_in*>(a->ai_addr);
-    if (::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) == nullptr) continue;
-    if (first.empty()) first = buf;
-    if (chosen.empty() && std::string_view(buf).rfind("127.", 0) != 0) chosen = buf;
+  if (::gethostname(name, sizeof name - 1) == 0 && ::getaddrinfo(name, nullptr, &hints, &res) == 0) {
+    std::string chosen;
+    for (auto* a = res; a != nullptr && chosen.empty(); a = a->ai_next)
+      if (auto ip = text(a->ai_addr); routable(ip)) chosen = ip;
+    ::freeaddrinfo(res);
+    if (!chosen.empty()) return chosen;
   }
-  ::freeaddrinfo(res);
-  return !chosen.empty() ? chosen : !first.empty() ? first : "127.0.0.1";
+  ifaddrs* ifs = nullptr;
+  std::string chosen = "127.0.0.1";
+  if (::getifaddrs(&ifs) == 0) {
+    for (auto* i = ifs; i != nullptr; i = i->ifa_next)
+      if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+          !(i->ifa_flags & IFF_LOOPBACK))
+        if (auto ip = text(i->ifa_addr); routable(ip)) {
+          chosen = ip;
+          break;
+        }
+    ::freeifaddrs(ifs);
+  }
+  return chosen;
 }
 
 // How a task ended, from srun's report "srun: error: node2: task 3: Exited with exit code 2"
@@ -235,7 +254,7 @@ class slurm_step {
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     std::size_t digits = 0;
     while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
-    if (digits > 0 && rest.substr(digits, 2) == ": ") {
+    if (digits > 0 && digits < 10 && rest.substr(digits, 2) == ": ") {
       unsigned long rank = std::stoul(std::string(rest.substr(0, digits)));
       if (rank < tasks_.size()) {
         std::function<void(stream, std::string_view)> f;
@@ -280,7 +299,7 @@ class slurm_step {
       explained = explained_;
     }
     if (srun.signal != 0 || (!srun.ok() && !explained))
-      rest.unknown = "ended with its srun step (srun " + srun.describe() + ")";
+      rest.unknown = fmt::format("ended with its srun step (srun {})", srun.describe());
     for (std::uint32_t r = 0; r < tasks_.size(); ++r) task_exit(r, rest);
   }
 
@@ -349,10 +368,11 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
         "--launch=slurm runs inside a Slurm allocation: start it from an sbatch script or "
         "under salloc (SLURM_JOB_ID is not set)");
   if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS"); n != nullptr && std::string_view(n) != "1")
-    throw launch_error(
-        "--launch=slurm: this process is one of " + std::string(n) +
-        " tasks of an srun step; start the launcher once (in the sbatch script or under "
-        "salloc), and it starts the step of node processes itself");
+    throw launch_error(fmt::format(
+        "--launch=slurm: this process is one of {} tasks of an srun step; start the launcher "
+        "once (in the sbatch script or under salloc), and it starts the step of node "
+        "processes itself",
+        n));
 
   auto nodes = tlaunch::detail::describe(p, o.replicas);
   auto allocation = detail::slurm_allocation_nodes();
@@ -395,14 +415,13 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
     step->add_task(pl.flat, std::move(cb));
     if (pl.flat + 1 == places.size()) {  // the last instance: every task has its callbacks
       std::vector<std::string> argv = {
-          "srun", "--ntasks=" + std::to_string(places.size()),
-          "--nodes=" + std::to_string(used.size()),
+          "srun", fmt::format("--ntasks={}", places.size()), fmt::format("--nodes={}", used.size()),
           "--distribution=arbitrary", "--overcommit", "--label", "--kill-on-bad-exit=0",
           "--job-name=tlaunch"};
       if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
         for (auto& a : detail::split(it->second, '\n')) argv.push_back(a);
       argv.push_back(exe);
-      argv.push_back("--tlaunch-coordinator=" + dial + ":" + std::to_string(port));
+      argv.push_back(fmt::format("--tlaunch-coordinator={}:{}", dial, port));
       // Every task the same command line: the role comes from its rank.
       argv.push_back("--tlaunch-role=slurm");
       argv.insert(argv.end(), tail.begin() + 1, tail.end());
@@ -416,12 +435,11 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
     auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     out.print("launcher", stream::err,
-              "timings: " + std::to_string(places.size()) + " nodes on " +
-                  std::to_string(used.size()) + " Slurm nodes of job " + job +
-                  "; launcher start to srun " + std::to_string(ms(step_started - began)) +
-                  " ms; to all registered " + std::to_string(coord.time_to_registered().count()) +
-                  " ms; stop " + std::to_string(coord.time_to_stop().count()) + " ms; total " +
-                  std::to_string(ms(std::chrono::steady_clock::now() - began)) + " ms");
+              fmt::format("timings: {} nodes on {} Slurm nodes of job {}; launcher start to srun "
+                          "{} ms; to all registered {} ms; stop {} ms; total {} ms",
+                          places.size(), used.size(), job, ms(step_started - began),
+                          coord.time_to_registered().count(), coord.time_to_stop().count(),
+                          ms(std::chrono::steady_clock::now() - began)));
   }
   return code;
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "../error.hpp"
 #include "../program.hpp"
 
@@ -32,11 +34,13 @@ inline std::string slurm_task_role(const std::vector<tlaunch::detail::node_info>
   }
   std::uint64_t at = 0;
   for (const auto& n : nodes) {
-    if (flat < at + n.replicas) return std::string(n.name) + "/" + std::to_string(flat - at);
+    if (flat < at + n.replicas) return fmt::format("{}/{}", n.name, flat - at);
     at += n.replicas;
   }
-  throw launch_error("Slurm task " + std::to_string(flat) + " has no node instance: the program has " +
-                     std::to_string(at) + " (was the step started with more tasks than instances?)");
+  throw launch_error(fmt::format(
+      "Slurm task {} has no node instance: the program has {} (was the step started with more "
+      "tasks than instances?)",
+      flat, at));
 }
 
 }  // namespace tlaunch::launch

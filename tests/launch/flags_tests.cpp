@@ -97,13 +97,20 @@ using with_echo = tlaunch::launch::launcher_list<tlaunch::launch::local_mt_launc
 TEST_SUITE("registry") {
   TEST_CASE("--launch values, --help and the error for an unknown one come from the registry") {
     auto u = tlaunch::launch::usage("prog");
-    for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on"})
+    for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on",
+                          "slurm: nodes as the tasks of one srun step"})
       CHECK_MESSAGE(u.find(l) != std::string::npos, l);
     CHECK_THROWS_WITH_AS(parse({"--launch=cloud"}),
-                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh",
+                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh, slurm",
                          tlaunch::launch::usage_error);
     // usage_error is a tlaunch::error.
     CHECK_THROWS_AS(parse({"--launch=cloud"}), tlaunch::error);
+  }
+
+  TEST_CASE("slurm's --srun-arg is repeatable and keeps each option whole") {
+    auto o = parse({"--launch=slurm", "--srun-arg=--cpus-per-task=2", "--srun-arg=--mem=0"});
+    CHECK(o.launcher_flags.at("--srun-arg") == "--cpus-per-task=2\n--mem=0\n");
+    CHECK_THROWS_WITH(parse({"--srun-arg"}), doctest::Contains("--srun-arg needs a value"));
   }
 
   TEST_CASE("a launcher's own flags are parsed by it; others reject them") {

@@ -150,6 +150,21 @@ TEST_SUITE("slurm") {
     CHECK_THROWS_AS(tlaunch::launch::slurm_task_role(nodes), tlaunch::launch_error);
   }
 
+  TEST_CASE("--launch=slurm refuses to run outside an allocation and as one of several tasks") {
+    ::unsetenv("SLURM_JOB_ID");
+    auto outside = run({TLAUNCH_HELLO_WORLD_EXE, "--launch=slurm"}, 30s);
+    CHECK(outside.code == 2);
+    CHECK(has(outside.err, "--launch=slurm runs inside a Slurm allocation"));
+
+    use_cluster();
+    auto tasks = run(salloc({"/usr/bin/srun", "--ntasks=2", "--overcommit", TLAUNCH_HELLO_WORLD_EXE,
+                             "--launch=slurm"}),
+                     60s);
+    INFO(tasks.all);
+    CHECK(tasks.code == 2);
+    CHECK(has(tasks.all, "this process is one of 2 tasks of an srun step"));
+  }
+
   TEST_CASE("hello_world and consumer_producers under salloc, on both nodes") {
     use_cluster();
     auto hello = run(salloc({TLAUNCH_HELLO_WORLD_EXE, "--launch=slurm"}), 60s);

@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -246,7 +248,7 @@ TEST_SUITE("slurm") {
     std::ofstream(script) << "#!/bin/sh\nexec " << TLAUNCH_FAULTY_EXE
                           << " --launch=slurm -- idle " << marker << "\n";
     auto submitted = run({"/usr/bin/sbatch", "--parsable", "--nodes=2",
-                          "--output=" + (dir.path / "job.out").string(), script},
+                          fmt::format("--output={}", (dir.path / "job.out").string()), script},
                          30s);
     REQUIRE(submitted.code == 0);
     std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <tlaunch/launch/registry.hpp>
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -105,6 +106,22 @@ TEST_SUITE("registry") {
                          tlaunch::launch::usage_error);
     // usage_error is a tlaunch::error.
     CHECK_THROWS_AS(parse({"--launch=cloud"}), tlaunch::error);
+  }
+
+  TEST_CASE("--env NAME:KEY=VALUE: per node, in order, passed to node processes, {index} templated") {
+    auto o = parse({"--launch=local_mp", "--env", "learner:CUDA_VISIBLE_DEVICES={index}",
+                    "--env=learner:MODE=a=b:c", "--env", "actor:X="});
+    using var = std::pair<std::string, std::string>;
+    CHECK(o.env.at("learner") ==
+          std::vector<var>{{"CUDA_VISIBLE_DEVICES", "{index}"}, {"MODE", "a=b:c"}});
+    CHECK(o.env.at("actor") == std::vector<var>{{"X", ""}});
+    CHECK(std::find(o.passthrough.begin(), o.passthrough.end(), "--env=learner:MODE=a=b:c") !=
+          o.passthrough.end());
+    for (const char* bad : {"learner", ":K=V", "learner:=V", "learner:K"})
+      CHECK_THROWS_WITH_AS(parse({"--env", bad}), doctest::Contains("is not NAME:KEY=VALUE"),
+                           tlaunch::launch::usage_error);
+    CHECK(tlaunch::launch::node_env_value("gpu{index},{index}x", 3) == "gpu3,3x");
+    CHECK(tlaunch::launch::node_env_value("plain", 3) == "plain");
   }
 
   TEST_CASE("slurm's --srun-arg is repeatable and keeps each option whole") {

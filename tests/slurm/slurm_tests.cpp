@@ -218,6 +218,34 @@ TEST_SUITE("slurm") {
     CHECK(none_left(marker, 20s));
   }
 
+  TEST_CASE("--env gives each replica its variables under local_mp and slurm; local_mt refuses") {
+    std::vector<std::string> env = {"--replicas", "runner=2", "--env", "runner:TAG=r{index}x",
+                                    "--",         "echo tag=$TAG"};
+    std::vector<std::string> local = {TLAUNCH_RUN_CMD_EXE, "--launch=local_mp"};
+    local.insert(local.end(), env.begin(), env.end());
+    auto mp = run(local, 60s);
+    INFO(mp.all);
+    CHECK(mp.code == 0);
+    CHECK(has(mp.all, "tag=r0x"));
+    CHECK(has(mp.all, "tag=r1x"));
+
+    use_cluster();
+    std::vector<std::string> slurm = {TLAUNCH_RUN_CMD_EXE, "--launch=slurm"};
+    slurm.insert(slurm.end(), env.begin(), env.end());
+    auto sl = run(salloc(slurm), 60s);
+    INFO(sl.all);
+    CHECK(sl.code == 0);
+    CHECK(has(sl.all, "tag=r0x"));
+    CHECK(has(sl.all, "tag=r1x"));
+
+    auto mt = run({TLAUNCH_RUN_CMD_EXE, "--env", "runner:TAG=1"}, 30s);
+    CHECK(mt.code == 2);
+    CHECK(has(mt.err, "--env gives node 'runner' an environment of its own"));
+    auto unknown = run({TLAUNCH_RUN_CMD_EXE, "--launch=local_mp", "--env", "nobody:TAG=1"}, 30s);
+    CHECK(unknown.code == 2);
+    CHECK(has(unknown.err, "--env names node 'nobody', which is not in the program"));
+  }
+
   TEST_CASE("Ctrl-C and kill -9 of the launcher under salloc stop every task") {
     use_cluster();
     for (int sig : {SIGINT, SIGKILL}) {

@@ -25,6 +25,7 @@
 #include "../wire/codec.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
+#include "node_env.hpp"
 #include "slurm_task.hpp"
 
 namespace tlaunch::launch {
@@ -122,6 +123,8 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
                  o.role.c_str());
     return 2;
   }
+
+  apply_node_env(o, name, index);  // before any thread of this process starts
 
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 1;

@@ -55,7 +55,8 @@ fi
 asan_flags="-fsanitize=address,undefined -fno-sanitize=function -fno-omit-frame-pointer"
 asan_flags+=" -fno-sanitize-recover=undefined"
 if run_phase asan-configure env CXX=clang++ cmake -S . -B build/ci-asan -G Ninja \
-     -DCMAKE_BUILD_TYPE=Debug -DTLAUNCH_BENCH_GRPC=OFF "-DCMAKE_CXX_FLAGS=$asan_flags" \
+     -DCMAKE_BUILD_TYPE=Debug -DTLAUNCH_BENCH_GRPC=OFF -DTLAUNCH_SLURM_TESTS=OFF \
+     "-DCMAKE_CXX_FLAGS=$asan_flags" \
      "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" &&
    run_phase asan-build cmake --build build/ci-asan -j "$jobs"; then
   run_phase asan-ctest ctest --test-dir build/ci-asan --output-on-failure -j "$jobs" --timeout 600
@@ -72,7 +73,8 @@ tsan_flags="-fsanitize=thread -O1 -fno-omit-frame-pointer"
 tsan_options="halt_on_error=1 second_deadlock_stack=1"
 [[ -f tools/tsan.supp ]] && tsan_options+=" suppressions=$PWD/tools/tsan.supp"
 if run_phase tsan-configure cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-     -DTLAUNCH_BUILD_BENCHMARKS=OFF -DTLAUNCH_CHECK_HEADERS=OFF "-DCMAKE_CXX_FLAGS=$tsan_flags" \
+     -DTLAUNCH_BUILD_BENCHMARKS=OFF -DTLAUNCH_CHECK_HEADERS=OFF -DTLAUNCH_SLURM_TESTS=OFF \
+     "-DCMAKE_CXX_FLAGS=$tsan_flags" \
      "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread" &&
    run_phase tsan-build cmake --build build/ci-tsan -j "$jobs"; then
   run_phase tsan-ctest env "TSAN_OPTIONS=$tsan_options" \

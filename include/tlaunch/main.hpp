@@ -6,6 +6,7 @@
 #include <string>
 
 #include "launch/flags.hpp"
+#include "launch/node_env.hpp"
 #include "launch/node_process.hpp"
 #include "launch/output.hpp"
 #include "launch/registry.hpp"
@@ -32,6 +33,7 @@ int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
   }
   try {
     if (!o.role.empty()) return launch::run_node_process(p, o);
+    launch::check_env_nodes(tlaunch::detail::describe(p, o.replicas), o);
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
     return launch::registered_launchers::run(p, o, out);
   } catch (const launch_error& e) {

@@ -96,7 +96,7 @@ TEST_SUITE("examples") {
 
     r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--launch=mars"});
     CHECK(r.code == 2);
-    CHECK(has(r.err, "--launch: 'mars' is not one of local_mt, local_mp, ssh"));
+    CHECK(has(r.err, "--launch: 'mars' is not one of local_mt, local_mp, ssh, slurm"));
 
     r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--replicas", "producer=many"});
     CHECK(r.code == 2);

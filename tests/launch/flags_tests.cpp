@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <tlaunch/launch/registry.hpp>
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -97,13 +98,36 @@ using with_echo = tlaunch::launch::launcher_list<tlaunch::launch::local_mt_launc
 TEST_SUITE("registry") {
   TEST_CASE("--launch values, --help and the error for an unknown one come from the registry") {
     auto u = tlaunch::launch::usage("prog");
-    for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on"})
+    for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on",
+                          "slurm: nodes as the tasks of one srun step"})
       CHECK_MESSAGE(u.find(l) != std::string::npos, l);
     CHECK_THROWS_WITH_AS(parse({"--launch=cloud"}),
-                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh",
+                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh, slurm",
                          tlaunch::launch::usage_error);
     // usage_error is a tlaunch::error.
     CHECK_THROWS_AS(parse({"--launch=cloud"}), tlaunch::error);
+  }
+
+  TEST_CASE("--env NAME:KEY=VALUE: per node, in order, passed to node processes, {index} templated") {
+    auto o = parse({"--launch=local_mp", "--env", "learner:CUDA_VISIBLE_DEVICES={index}",
+                    "--env=learner:MODE=a=b:c", "--env", "actor:X="});
+    using var = std::pair<std::string, std::string>;
+    CHECK(o.env.at("learner") ==
+          std::vector<var>{{"CUDA_VISIBLE_DEVICES", "{index}"}, {"MODE", "a=b:c"}});
+    CHECK(o.env.at("actor") == std::vector<var>{{"X", ""}});
+    CHECK(std::find(o.passthrough.begin(), o.passthrough.end(), "--env=learner:MODE=a=b:c") !=
+          o.passthrough.end());
+    for (const char* bad : {"learner", ":K=V", "learner:=V", "learner:K"})
+      CHECK_THROWS_WITH_AS(parse({"--env", bad}), doctest::Contains("is not NAME:KEY=VALUE"),
+                           tlaunch::launch::usage_error);
+    CHECK(tlaunch::launch::node_env_value("gpu{index},{index}x", 3) == "gpu3,3x");
+    CHECK(tlaunch::launch::node_env_value("plain", 3) == "plain");
+  }
+
+  TEST_CASE("slurm's --srun-arg is repeatable and keeps each option whole") {
+    auto o = parse({"--launch=slurm", "--srun-arg=--cpus-per-task=2", "--srun-arg=--mem=0"});
+    CHECK(o.launcher_flags.at("--srun-arg") == "--cpus-per-task=2\n--mem=0\n");
+    CHECK_THROWS_WITH(parse({"--srun-arg"}), doctest::Contains("--srun-arg needs a value"));
   }
 
   TEST_CASE("a launcher's own flags are parsed by it; others reject them") {

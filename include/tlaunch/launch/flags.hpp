@@ -37,6 +37,8 @@ struct options {
   std::string hostfile;
   std::map<std::string, std::vector<std::string>> place;
   std::string coordinator_host;  // address remote nodes dial back
+  // --env NAME:KEY=VALUE: node name -> its variables, in order (launch/node_env.hpp)
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> env;
   // ssh (its own flags, parsed by launch/ssh.hpp)
   std::string ssh_identity;
   bool ssh_accept_new = false;
@@ -115,6 +117,8 @@ Placement (launchers that run nodes on other hosts):
   --place NAME=H1,H2       put node NAME's replicas on these hosts (repeatable)
   --coordinator-host=ADDR  address the hosts reach this machine at
                            (default: the local address of each host's connection)
+  --env NAME:KEY=VALUE     set KEY in node NAME's processes ("{index}" in VALUE
+                           becomes the replica's index; repeatable; not local_mt)
 )";
   for (const auto& l : launchers.entries)
     if (!l.usage.empty())
@@ -261,6 +265,14 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       o.place[v.substr(0, eq)] = detail::split(v.substr(eq + 1), ',');
     } else if (name == "--coordinator-host") {
       o.coordinator_host = need();
+    } else if (name == "--env") {
+      std::string v = need();
+      auto colon = v.find(':');
+      auto eq = v.find('=', colon == std::string::npos ? 0 : colon);
+      if (colon == std::string::npos || colon == 0 || eq == std::string::npos || eq == colon + 1)
+        throw usage_error("--env: '" + v + "' is not NAME:KEY=VALUE");
+      o.env[v.substr(0, colon)].emplace_back(v.substr(colon + 1, eq - colon - 1), v.substr(eq + 1));
+      o.passthrough.push_back("--env=" + v);
     } else if (name == "--tlaunch-role") {
       o.role = need();
     } else if (name == "--tlaunch-coordinator") {

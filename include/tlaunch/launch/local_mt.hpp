@@ -13,6 +13,7 @@
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "lifecycle.hpp"
+#include "node_env.hpp"
 #include "output.hpp"
 
 namespace tlaunch::launch {
@@ -26,6 +27,7 @@ template <class... Nodes>
 int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer& out,
                  const std::function<void(tlaunch::detail::runtime&)>& started = {},
                  const std::function<void(std::function<void()>)>& publish_stop = {}) {
+  refuse_node_env(o);
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 2;
   ro.force_wire = o.force_wire;

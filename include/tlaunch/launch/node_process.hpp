@@ -25,6 +25,8 @@
 #include "../wire/codec.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
+#include "node_env.hpp"
+#include "slurm_task.hpp"
 
 namespace tlaunch::launch {
 
@@ -68,7 +70,16 @@ inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields
 }  // namespace detail
 
 template <class... Nodes>
-int run_node_process(const program_t<Nodes...>& p, const options& o) {
+int run_node_process(const program_t<Nodes...>& p, const options& given) {
+  options o = given;
+  if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank
+    try {
+      o.role = slurm_task_role(tlaunch::detail::describe(p, o.replicas));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tlaunch: %s\n", e.what());
+      return 2;
+    }
+  }
   auto slash = o.role.rfind('/');
   std::string name = o.role.substr(0, slash);
   std::uint32_t index = 0;
@@ -112,6 +123,8 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
                  o.role.c_str());
     return 2;
   }
+
+  apply_node_env(o, name, index);  // before any thread of this process starts
 
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 1;

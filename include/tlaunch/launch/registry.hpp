@@ -13,6 +13,7 @@
 #include "local_mp.hpp"
 #include "local_mt.hpp"
 #include "output.hpp"
+#include "slurm.hpp"
 #include "ssh.hpp"
 
 namespace tlaunch::launch {
@@ -34,7 +35,8 @@ struct launcher_list {
   }
 };
 
-using registered_launchers = launcher_list<local_mt_launcher, local_mp_launcher, ssh_launcher>;
+using registered_launchers = launcher_list<local_mt_launcher, local_mp_launcher, ssh_launcher,
+                                           slurm_launcher>;
 
 // The command line, with every registered launcher's flags.
 inline options parse(int argc, const char* const* argv) {

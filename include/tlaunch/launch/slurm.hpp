@@ -1,0 +1,471 @@
+// slurm: node processes as the tasks of one srun step, inside an allocation (an sbatch
+// script or salloc). The launcher is the coordinator, in the allocation's first process;
+// it starts one `srun` whose task r is instance r of the program (every replica of the
+// first node, then of the second, ...), placed by --distribution=arbitrary on the Slurm
+// node --place or round-robin chose; each task finds its role from SLURM_PROCID
+// (launch/slurm_task.hpp) and dials back as a local_mp node does.
+//
+// The launch secret reaches the tasks as it reaches every node process: one line on
+// stdin, which srun broadcasts to every task (its default --input=all). Nothing of it is
+// on argv, in the environment, or in a file a shared filesystem might keep; and the EOF
+// of srun's stdin is the same "stop now" a local node gets.
+//
+// The step dies with the program: a stop (stop_program(), every run() over, a failure,
+// Ctrl-C) ends every task; what outlives the grace period is killed by killing srun,
+// which makes slurmstepd kill the whole step; srun itself dies with the launcher
+// (PR_SET_PDEATHSIG), and scancel ends the job, launcher and step with it.
+#pragma once
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "../detail/self_exe.hpp"
+#include "../program.hpp"
+#include "coordinator.hpp"
+#include "flags.hpp"
+#include "launcher.hpp"
+#include "local_child.hpp"
+#include "output.hpp"
+#include "placement.hpp"
+#include "slurm_task.hpp"
+
+namespace tlaunch::launch {
+
+namespace detail {
+
+// The stdout of a short command (scontrol), or a launch_error with what it said.
+inline std::string command_output(const std::vector<std::string>& argv) {
+  struct result {
+    std::mutex mu;
+    std::string out, err;
+    std::promise<exit_status> done;
+  };
+  auto r = std::make_shared<result>();
+  child_callbacks cb;
+  cb.on_line = [r](stream s, std::string_view l) {
+    std::lock_guard lk(r->mu);
+    (s == stream::out ? r->out : r->err).append(l).push_back('\n');
+  };
+  cb.on_exit = [r](const exit_status& st) { r->done.set_value(st); };
+  auto status = r->done.get_future();
+  child_ptr c;
+  try {
+    c = start_local_child(argv, std::move(cb));
+  } catch (const std::exception& e) {
+    throw launch_error(std::string("--launch=slurm: ") + e.what());
+  }
+  c->close_stdin();
+  auto st = status.get();
+  std::lock_guard lk(r->mu);
+  if (!st.ok()) throw launch_error("--launch=slurm: " + argv[0] + " " + st.describe() + ": " + r->err);
+  return r->out;
+}
+
+// The node names of this job's allocation, in Slurm's order.
+inline std::vector<std::string> slurm_allocation_nodes() {
+  const char* list = std::getenv("SLURM_JOB_NODELIST");
+  if (list == nullptr) list = std::getenv("SLURM_NODELIST");
+  if (list == nullptr || *list == '\0')
+    throw launch_error("--launch=slurm: SLURM_JOB_NODELIST is not set");
+  std::vector<std::string> nodes;
+  std::string out = command_output({"scontrol", "show", "hostnames", list});
+  for (auto& n : split(out, '\n'))
+    if (!n.empty()) nodes.push_back(n);
+  if (nodes.empty()) throw launch_error(std::string("--launch=slurm: no nodes in '") + list + "'");
+  return nodes;
+}
+
+// An address of this machine the tasks can dial: the first non-loopback IPv4 address its
+// host name resolves to, else that of an interface that is up (Debian maps the host name to
+// 127.0.1.1), else 127.0.0.1 (a one-machine cluster).
+inline std::string slurm_launcher_address() {
+  auto text = [](const sockaddr* a) {
+    char buf[INET_ADDRSTRLEN] = {};
+    auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    return ::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) ? std::string(buf) : std::string();
+  };
+  auto routable = [](const std::string& ip) { return !ip.empty() && ip.rfind("127.", 0) != 0; };
+  char name[256] = {};
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::gethostname(name, sizeof name - 1) == 0 && ::getaddrinfo(name, nullptr, &hints, &res) == 0) {
+    std::string chosen;
+    for (auto* a = res; a != nullptr && chosen.empty(); a = a->ai_next)
+      if (auto ip = text(a->ai_addr); routable(ip)) chosen = ip;
+    ::freeaddrinfo(res);
+    if (!chosen.empty()) return chosen;
+  }
+  ifaddrs* ifs = nullptr;
+  std::string chosen = "127.0.0.1";
+  if (::getifaddrs(&ifs) == 0) {
+    for (auto* i = ifs; i != nullptr; i = i->ifa_next)
+      if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+          !(i->ifa_flags & IFF_LOOPBACK))
+        if (auto ip = text(i->ifa_addr); routable(ip)) {
+          chosen = ip;
+          break;
+        }
+    ::freeifaddrs(ifs);
+  }
+  return chosen;
+}
+
+// How a task ended, from srun's report "srun: error: node2: task 3: Exited with exit code 2"
+// ("tasks 0-2,5: Killed", ...): the ranks and their status, or nothing for another line.
+struct srun_task_report {
+  std::vector<std::uint32_t> ranks;
+  exit_status status;
+};
+inline std::optional<srun_task_report> parse_srun_task_report(std::string_view line) {
+  constexpr std::string_view head = "srun: error: ";
+  if (line.rfind(head, 0) != 0) return std::nullopt;
+  line.remove_prefix(head.size());
+  auto colon = line.find(": task");
+  if (colon == std::string_view::npos) return std::nullopt;
+  line.remove_prefix(colon + 6);
+  if (!line.empty() && line.front() == 's') line.remove_prefix(1);
+  if (line.empty() || line.front() != ' ') return std::nullopt;
+  line.remove_prefix(1);
+  auto end = line.find(": ");
+  if (end == std::string_view::npos) return std::nullopt;
+  srun_task_report r;
+  for (auto& item : split(std::string(line.substr(0, end)), ',')) {
+    auto dash = item.find('-');
+    try {
+      unsigned long lo = std::stoul(item.substr(0, dash));
+      unsigned long hi = dash == std::string::npos ? lo : std::stoul(item.substr(dash + 1));
+      for (unsigned long i = lo; i <= hi && i < lo + 100000; ++i)
+        r.ranks.push_back(static_cast<std::uint32_t>(i));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  std::string_view what = line.substr(end + 2);
+  constexpr std::string_view exited = "Exited with exit code ";
+  if (what.rfind(exited, 0) == 0) {
+    try {
+      r.status.code = std::stoi(std::string(what.substr(exited.size())));
+    } catch (const std::exception&) {
+      r.status.unknown = std::string(what);
+    }
+    return r;
+  }
+  // "Killed", "Segmentation fault", "Aborted (core dumped)": strsignal()'s words
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* words = ::strsignal(sig);
+    const char* abbrev = ::sigabbrev_np(sig);
+    if (words == nullptr || abbrev == nullptr || *words == '\0') continue;
+    if (what.rfind(words, 0) == 0) {
+      r.status.signal = sig;
+      r.status.signal_name = abbrev;
+      return r;
+    }
+  }
+  r.status.unknown = std::string(what);
+  return r;
+}
+
+// One srun step whose tasks are node processes. The coordinator sees each task as a
+// child (slurm_task below); they share srun's stdin (broadcast to every task), its
+// output (demultiplexed by srun's --label "rank: " prefix) and its end.
+class slurm_step {
+ public:
+  slurm_step(std::size_t tasks, std::function<void(std::string_view)> srun_line)
+      : tasks_(tasks), exited_(tasks, false), srun_line_(std::move(srun_line)) {}
+
+  void add_task(std::uint32_t rank, child_callbacks cb) {
+    std::lock_guard lk(mu_);
+    tasks_.at(rank) = std::move(cb);
+  }
+
+  // Starts srun once every task is added; when srun cannot start, every task ends
+  // (unknown status) and the error is thrown.
+  void start(const std::vector<std::string>& argv, const local_child_options& opt) {
+    child_callbacks cb;
+    cb.on_line = [this](stream s, std::string_view l) { on_line(s, l); };
+    cb.on_exit = [this](const exit_status& st) { on_srun_exit(st); };
+    try {
+      auto c = start_local_child(argv, std::move(cb), opt);
+      std::lock_guard lk(mu_);
+      srun_ = std::move(c);
+      if (!pending_stdin_.empty()) srun_->write_stdin(pending_stdin_);
+      if (stdin_closed_) srun_->close_stdin();
+    } catch (const std::exception& e) {
+      exit_status st;
+      st.unknown = std::string("srun did not start: ") + e.what();
+      for (std::uint32_t r = 0; r < tasks_.size(); ++r) task_exit(r, st);
+      throw;
+    }
+  }
+
+  // The secret: the same line for every task, so srun gets it once.
+  void write_stdin(std::string_view data) {
+    std::lock_guard lk(mu_);
+    if (stdin_written_) return;
+    stdin_written_ = true;
+    if (srun_)
+      srun_->write_stdin(data);
+    else
+      pending_stdin_ = std::string(data);
+  }
+  void close_stdin() {
+    std::lock_guard lk(mu_);
+    stdin_closed_ = true;
+    if (srun_) srun_->close_stdin();
+  }
+  // Killing srun kills the step: slurmstepd ends every task when srun goes away.
+  void kill() {
+    std::lock_guard lk(mu_);
+    if (srun_) srun_->kill();
+  }
+  bool running(std::uint32_t rank) const {
+    std::lock_guard lk(mu_);
+    return !exited_.at(rank);
+  }
+
+ private:
+  void on_line(stream s, std::string_view line) {
+    // "rank: text" (srun pads the rank with spaces to one width)
+    std::string_view rest = line;
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    std::size_t digits = 0;
+    while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+    if (digits > 0 && digits < 10 && rest.substr(digits, 2) == ": ") {
+      unsigned long rank = std::stoul(std::string(rest.substr(0, digits)));
+      if (rank < tasks_.size()) {
+        std::function<void(stream, std::string_view)> f;
+        {
+          std::lock_guard lk(mu_);
+          f = tasks_[rank].on_line;
+        }
+        if (f) f(s, rest.substr(digits + 2));
+        return;
+      }
+    }
+    if (auto report = parse_srun_task_report(line)) {
+      {
+        std::lock_guard lk(mu_);
+        explained_ = true;
+      }
+      for (auto r : report->ranks)
+        if (r < tasks_.size()) task_exit(r, report->status);
+      return;
+    }
+    if (srun_line_) srun_line_(line);
+  }
+
+  void task_exit(std::uint32_t rank, const exit_status& st) {
+    std::function<void(const exit_status&)> f;
+    {
+      std::lock_guard lk(mu_);
+      if (exited_[rank]) return;
+      exited_[rank] = true;
+      f = std::move(tasks_[rank].on_exit);
+    }
+    if (f) f(st);
+  }
+
+  // Tasks srun reported no failure for exited with 0, unless srun itself failed
+  // without naming a task (the step could not start) or was killed.
+  void on_srun_exit(const exit_status& srun) {
+    exit_status rest;
+    bool explained;
+    {
+      std::lock_guard lk(mu_);
+      explained = explained_;
+    }
+    if (srun.signal != 0 || (!srun.ok() && !explained))
+      rest.unknown = fmt::format("ended with its srun step (srun {})", srun.describe());
+    for (std::uint32_t r = 0; r < tasks_.size(); ++r) task_exit(r, rest);
+  }
+
+  mutable std::mutex mu_;
+  std::vector<child_callbacks> tasks_;
+  std::vector<bool> exited_;
+  std::function<void(std::string_view)> srun_line_;
+  std::string pending_stdin_;
+  bool stdin_written_ = false, stdin_closed_ = false, explained_ = false;
+  child_ptr srun_;
+};
+
+// A task of the step, as the coordinator sees a node process.
+class slurm_task final : public child {
+ public:
+  slurm_task(std::shared_ptr<slurm_step> step, std::uint32_t rank, std::string node)
+      : step_(std::move(step)), rank_(rank), node_(std::move(node)) {}
+  void write_stdin(std::string_view data) override { step_->write_stdin(data); }
+  // The stop reaches every task at once: srun's stdin is theirs.
+  void close_stdin() override { step_->close_stdin(); }
+  void kill() override { step_->kill(); }
+  bool running() const override { return step_->running(rank_); }
+  std::string host() const override { return node_; }
+  long pid() const override { return -1; }
+
+ private:
+  std::shared_ptr<slurm_step> step_;
+  std::uint32_t rank_;
+  std::string node_;
+};
+
+// A directory only this user can read, removed with everything in it.
+class private_temp_dir {
+ public:
+  private_temp_dir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tlaunch-slurm-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw launch_error("--launch=slurm: cannot create a directory in " + tmpl + ": " +
+                         errno_text(errno));
+    path_ = tmpl;  // mkdtemp makes it 0700
+  }
+  ~private_temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  private_temp_dir(const private_temp_dir&) = delete;
+  private_temp_dir& operator=(const private_temp_dir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace detail
+
+// Runs every node of p as a task of one srun step in the current allocation and runs the
+// program to its end; returns the launcher's exit code. Throws launch_error outside an
+// allocation, inside a step of several tasks, or for a --place host not in the allocation.
+template <class... Nodes>
+int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  const auto began = std::chrono::steady_clock::now();
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr || *job == '\0')
+    throw launch_error(
+        "--launch=slurm runs inside a Slurm allocation: start it from an sbatch script or "
+        "under salloc (SLURM_JOB_ID is not set)");
+  if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS"); n != nullptr && std::string_view(n) != "1")
+    throw launch_error(fmt::format(
+        "--launch=slurm: this process is one of {} tasks of an srun step; start the launcher "
+        "once (in the sbatch script or under salloc), and it starts the step of node "
+        "processes itself",
+        n));
+
+  auto nodes = tlaunch::detail::describe(p, o.replicas);
+  auto allocation = detail::slurm_allocation_nodes();
+  std::vector<std::string> hosts = o.hosts.empty() && o.hostfile.empty()
+                                       ? allocation
+                                       : listed_hosts(o.hosts, o.hostfile, "slurm");
+  std::vector<std::string> named = hosts;
+  for (const auto& [name, placed] : o.place) named.insert(named.end(), placed.begin(), placed.end());
+  for (const auto& h : named)
+    if (std::find(allocation.begin(), allocation.end(), h) == allocation.end())
+      throw launch_error("--launch=slurm: host '" + h + "' is not a node of job " + job);
+  auto places = place_instances(nodes, o.place, hosts);
+  if (places.empty()) throw launch_error("--launch=slurm: the program has no node instance");
+
+  // The task layout: line r is the node of task r.
+  detail::private_temp_dir dir;
+  std::string hostfile = dir.path() + "/tasks";
+  std::set<std::string> used;
+  {
+    std::ofstream f(hostfile);
+    for (const auto& pl : places) {
+      f << pl.host << '\n';
+      used.insert(pl.host);
+    }
+    if (!f) throw launch_error("--launch=slurm: cannot write " + hostfile);
+  }
+
+  coordinator coord(nodes, o, out);
+  coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
+  std::string dial =
+      o.coordinator_host.empty() ? detail::slurm_launcher_address() : o.coordinator_host;
+  if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
+  std::string exe = tlaunch::detail::self_exe<launch_error>();
+  auto step = std::make_shared<detail::slurm_step>(
+      places.size(), [&out](std::string_view l) { out.print("srun", stream::err, l); });
+  std::chrono::steady_clock::time_point step_started;
+
+  int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
+                                   const std::vector<std::string>& tail, child_callbacks cb) {
+    step->add_task(pl.flat, std::move(cb));
+    if (pl.flat + 1 == places.size()) {  // the last instance: every task has its callbacks
+      std::vector<std::string> argv = {
+          "srun", fmt::format("--ntasks={}", places.size()), fmt::format("--nodes={}", used.size()),
+          "--distribution=arbitrary", "--overcommit", "--label", "--kill-on-bad-exit=0",
+          "--job-name=tlaunch"};
+      if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
+        for (auto& a : detail::split(it->second, '\n')) argv.push_back(a);
+      argv.push_back(exe);
+      argv.push_back(fmt::format("--tlaunch-coordinator={}:{}", dial, port));
+      // Every task the same command line: the role comes from its rank.
+      argv.push_back("--tlaunch-role=slurm");
+      argv.insert(argv.end(), tail.begin() + 1, tail.end());
+      local_child_options lo;
+      lo.env = {{"SLURM_HOSTFILE", hostfile}};
+      step_started = std::chrono::steady_clock::now();
+      step->start(argv, lo);
+    }
+    return std::make_unique<detail::slurm_task>(step, pl.flat, pl.host);
+  });
+  if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
+    auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+    out.print("launcher", stream::err,
+              fmt::format("timings: {} nodes on {} Slurm nodes of job {}; launcher start to srun "
+                          "{} ms; to all registered {} ms; stop {} ms; total {} ms",
+                          places.size(), used.size(), job, ms(step_started - began),
+                          coord.time_to_registered().count(), coord.time_to_stop().count(),
+                          ms(std::chrono::steady_clock::now() - began)));
+  }
+  return code;
+}
+
+struct slurm_launcher {
+  static constexpr std::string_view name = "slurm";
+  static constexpr std::string_view summary =
+      "nodes as the tasks of one srun step, inside an sbatch or salloc allocation";
+  static constexpr std::string_view usage = R"(Slurm (--launch=slurm, inside sbatch or salloc):
+  --place NAME=NODE1,NODE2  Slurm nodes of the allocation for NAME's replicas
+                           (others round-robin over the allocation's nodes)
+  --srun-arg=ARG           one more option for srun (repeatable), e.g.
+                           --srun-arg=--cpus-per-task=2
+)";
+  static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
+    if (name != "--srun-arg") return false;
+    std::string v = r.value();
+    if (v.find('\n') != std::string::npos) throw usage_error("--srun-arg: no newlines");
+    o.launcher_flags[name] += v + '\n';  // repeatable: one option a line
+    return true;
+  }
+  template <class... Nodes>
+  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+    return run_slurm(p, o, out);
+  }
+};
+static_assert(launcher<slurm_launcher>);
+
+}  // namespace tlaunch::launch

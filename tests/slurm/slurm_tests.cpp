@@ -1,0 +1,292 @@
+// --launch=slurm on a real Slurm: slurmctld and two slurmd (node1, node2) on this machine,
+// started by tools/slurm-fixture.sh (the CTest fixture `slurm`; TLAUNCH_SLURM_ENV names its
+// env file). The examples and faulty run through sbatch and under salloc, as a user runs
+// them; every test checks that no process of its run is left afterwards.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <tlaunch/launch/slurm.hpp>
+
+#include "../common/temp_dir.hpp"
+#include "../integration/process.hpp"
+
+using namespace tlaunch::integration;
+
+namespace {
+
+// SLURM_CONF from the fixture's env file, for salloc, sbatch, scancel and squeue.
+void use_cluster() {
+  const char* env = std::getenv("TLAUNCH_SLURM_ENV");
+  REQUIRE_MESSAGE(env != nullptr, "TLAUNCH_SLURM_ENV is not set (run through ctest or "
+                                  "tools/slurm-fixture.sh run)");
+  std::ifstream in(env);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("SLURM_CONF=", 0) == 0) ::setenv("SLURM_CONF", line.c_str() + 11, 1);
+  REQUIRE(std::getenv("SLURM_CONF") != nullptr);
+}
+
+bool has(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
+
+// Live processes whose argv holds `marker`: the launcher, srun and the tasks.
+std::vector<pid_t> pids_with(std::string_view marker) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto pid = static_cast<pid_t>(std::stol(name));
+    if (pid != ::getpid() && has(cmdline(pid), marker) && alive(pid)) out.push_back(pid);
+  }
+  return out;
+}
+
+// Waits until no process with `marker` is left; true if that happened within `timeout`.
+bool none_left(std::string_view marker, ms timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pids_with(marker).empty()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+// Waits until `count` node processes (tasks) with `marker` run.
+bool tasks_running(std::string_view marker, std::size_t count, ms timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (node_pids(marker).size() < count) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+// The launcher of a salloc run: the process with `marker` that runs --launch=slurm.
+pid_t launcher_pid(std::string_view marker) {
+  for (pid_t p : pids_with(marker)) {
+    auto cl = cmdline(p);
+    if (has(cl, "--launch=slurm") && cl.rfind("srun ", 0) != 0 && cl.rfind("salloc ", 0) != 0 &&
+        cl.rfind("/usr/bin/salloc ", 0) != 0)
+      return p;
+  }
+  return 0;
+}
+
+std::vector<std::string> salloc(std::vector<std::string> command) {
+  std::vector<std::string> argv = {"/usr/bin/salloc", "--nodes=2", "--quiet"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+// Submits `command` as the script of an sbatch job on two nodes and waits for its end,
+// polling scontrol (sbatch --wait polls only every few seconds); the job's exit code
+// (from "ExitCode=code:signal") and its output file.
+struct batch_result {
+  int code;
+  std::string output;
+};
+batch_result sbatch_wait(const std::string& command) {
+  tlaunch::test_support::temp_dir dir("tlaunch-slurm-test");
+  auto script = (dir.path / "job.sh").string(), out = (dir.path / "job.out").string();
+  std::ofstream(script) << "#!/bin/sh\nexec " << command << "\n";
+  auto submitted = run({"/usr/bin/sbatch", "--parsable", "--nodes=2", "--output=" + out, script}, 30s);
+  REQUIRE(submitted.code == 0);
+  std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string state;
+  for (;;) {
+    state = run({"/usr/bin/scontrol", "show", "job", "-o", job}, 10s).out;
+    if (!has(state, "JobState=PENDING") && !has(state, "JobState=RUNNING") &&
+        !has(state, "JobState=CONFIGURING") && !has(state, "JobState=COMPLETING"))
+      break;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO(state);
+  auto at = state.find("ExitCode=");
+  REQUIRE(at != std::string::npos);
+  return {std::stoi(state.substr(at + 9)), read_file(out)};
+}
+
+}  // namespace
+
+TEST_SUITE("slurm") {
+  TEST_CASE("srun's reports of failed tasks become their exit statuses") {
+    using tlaunch::launch::detail::parse_srun_task_report;
+    auto code = parse_srun_task_report("srun: error: node2: task 3: Exited with exit code 2");
+    REQUIRE(code);
+    CHECK(code->ranks == std::vector<std::uint32_t>{3});
+    CHECK(code->status.describe() == "exited with code 2");
+    auto sig = parse_srun_task_report("srun: error: node1: tasks 0-2,5: Segmentation fault");
+    REQUIRE(sig);
+    CHECK(sig->ranks == std::vector<std::uint32_t>{0, 1, 2, 5});
+    CHECK(sig->status.signal_name == "SEGV");
+    auto aborted = parse_srun_task_report("srun: error: node1: task 1: Aborted (core dumped)");
+    REQUIRE(aborted);
+    CHECK(aborted->status.signal_name == "ABRT");
+    CHECK_FALSE(parse_srun_task_report("srun: error: Unable to create step for job 7"));
+    CHECK_FALSE(parse_srun_task_report("3: srun: error: node1: task 1: Killed"));
+  }
+
+  TEST_CASE("a task's role is the instance its SLURM_PROCID numbers, in program order") {
+    std::vector<tlaunch::detail::node_info> nodes(2);
+    nodes[0].name = "counter";
+    nodes[0].replicas = 1;
+    nodes[1].name = "producer";
+    nodes[1].replicas = 4;
+    ::setenv("SLURM_PROCID", "0", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes) == "counter/0");
+    ::setenv("SLURM_PROCID", "4", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes) == "producer/3");
+    ::setenv("SLURM_PROCID", "5", 1);
+    CHECK_THROWS_WITH_AS(tlaunch::launch::slurm_task_role(nodes),
+                         doctest::Contains("Slurm task 5 has no node instance"),
+                         tlaunch::launch_error);
+    ::unsetenv("SLURM_PROCID");
+    CHECK_THROWS_AS(tlaunch::launch::slurm_task_role(nodes), tlaunch::launch_error);
+  }
+
+  TEST_CASE("--launch=slurm refuses to run outside an allocation and as one of several tasks") {
+    ::unsetenv("SLURM_JOB_ID");
+    auto outside = run({TLAUNCH_HELLO_WORLD_EXE, "--launch=slurm"}, 30s);
+    CHECK(outside.code == 2);
+    CHECK(has(outside.err, "--launch=slurm runs inside a Slurm allocation"));
+
+    use_cluster();
+    auto tasks = run(salloc({"/usr/bin/srun", "--ntasks=2", "--overcommit", TLAUNCH_HELLO_WORLD_EXE,
+                             "--launch=slurm"}),
+                     60s);
+    INFO(tasks.all);
+    CHECK(tasks.code == 2);
+    CHECK(has(tasks.all, "this process is one of 2 tasks of an srun step"));
+  }
+
+  TEST_CASE("hello_world and consumer_producers under salloc, on both nodes") {
+    use_cluster();
+    auto hello = run(salloc({TLAUNCH_HELLO_WORLD_EXE, "--launch=slurm"}), 60s);
+    INFO(hello.all);
+    CHECK(hello.code == 0);
+    CHECK(has(hello.all, "total now 400"));
+    CHECK(has(hello.all, "[producer/0@node2]"));  // round-robin: counter/0 on node1, then node2
+    CHECK(has(hello.all, "[producer/1@node1]"));
+
+    auto cp = run(salloc({TLAUNCH_CONSUMER_PRODUCERS_EXE, "--launch=slurm", "--place",
+                          "consumer=node2", "--replicas", "producer=5"}),
+                  60s);
+    INFO(cp.all);
+    CHECK(cp.code == 0);
+    CHECK(has(cp.all, "[consumer/0@node2] sum of 5 results"));
+  }
+
+  TEST_CASE("hello_world and consumer_producers through sbatch") {
+    use_cluster();
+    auto hello = sbatch_wait(std::string(TLAUNCH_HELLO_WORLD_EXE) + " --launch=slurm");
+    INFO(hello.output);
+    CHECK(hello.code == 0);
+    CHECK(has(hello.output, "total now 400"));
+
+    // 16 node instances on two 2-CPU nodes: srun --overcommit
+    auto cp = sbatch_wait(std::string(TLAUNCH_CONSUMER_PRODUCERS_EXE) +
+                          " --launch=slurm --replicas producer=15");
+    INFO(cp.output);
+    CHECK(cp.code == 0);
+    CHECK(has(cp.output, "sum of 15 results"));
+  }
+
+  TEST_CASE("a failing node is named with its Slurm node; the others are stopped") {
+    use_cluster();
+    auto marker = unique_marker("slurm-fail");
+    auto r = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--place", "worker=node2", "--",
+                         "exit", "3", marker}),
+                 60s);
+    INFO(r.all);
+    CHECK(r.code == 1);
+    CHECK(has(r.all, "node worker/0@node2 failed: exited with code 3"));
+    CHECK(none_left(marker, 20s));
+
+    auto thrown = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--", "throw", marker}), 60s);
+    INFO(thrown.all);
+    CHECK(thrown.code == 1);
+    CHECK(has(thrown.all, "node worker/0@node2 failed"));  // worker/0 is instance 1: node2
+    CHECK(has(thrown.all, "faulty worker gave up on purpose"));
+    CHECK(none_left(marker, 20s));
+  }
+
+  TEST_CASE("--env gives each replica its variables under local_mp and slurm; local_mt refuses") {
+    std::vector<std::string> env = {"--replicas", "runner=2", "--env", "runner:TAG=r{index}x",
+                                    "--",         "echo tag=$TAG"};
+    std::vector<std::string> local = {TLAUNCH_RUN_CMD_EXE, "--launch=local_mp"};
+    local.insert(local.end(), env.begin(), env.end());
+    auto mp = run(local, 60s);
+    INFO(mp.all);
+    CHECK(mp.code == 0);
+    CHECK(has(mp.all, "tag=r0x"));
+    CHECK(has(mp.all, "tag=r1x"));
+
+    use_cluster();
+    std::vector<std::string> slurm = {TLAUNCH_RUN_CMD_EXE, "--launch=slurm"};
+    slurm.insert(slurm.end(), env.begin(), env.end());
+    auto sl = run(salloc(slurm), 60s);
+    INFO(sl.all);
+    CHECK(sl.code == 0);
+    CHECK(has(sl.all, "tag=r0x"));
+    CHECK(has(sl.all, "tag=r1x"));
+
+    auto mt = run({TLAUNCH_RUN_CMD_EXE, "--env", "runner:TAG=1"}, 30s);
+    CHECK(mt.code == 2);
+    CHECK(has(mt.err, "--env gives node 'runner' an environment of its own"));
+    auto unknown = run({TLAUNCH_RUN_CMD_EXE, "--launch=local_mp", "--env", "nobody:TAG=1"}, 30s);
+    CHECK(unknown.code == 2);
+    CHECK(has(unknown.err, "--env names node 'nobody', which is not in the program"));
+  }
+
+  TEST_CASE("Ctrl-C and kill -9 of the launcher under salloc stop every task") {
+    use_cluster();
+    for (int sig : {SIGINT, SIGKILL}) {
+      CAPTURE(sig);
+      auto marker = unique_marker("slurm-signal");
+      process p(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--", "idle", marker}));
+      // Both workers run (a stop before every node registered is another story).
+      REQUIRE(p.wait_for_output("mode=idle", 30s, 2));
+      REQUIRE(tasks_running(marker, 3, 30s));
+      pid_t launcher = launcher_pid(marker);
+      REQUIRE(launcher > 0);
+      ::kill(launcher, sig);
+      int code = p.wait_or_kill(30s);
+      INFO(p.all());
+      if (sig == SIGINT) {
+        CHECK(code == 130);
+        CHECK(has(p.all(), "interrupted: stopping every node"));
+      }
+      CHECK(none_left(marker, 20s));
+    }
+  }
+
+  TEST_CASE("scancel of the job stops the launcher and every task") {
+    use_cluster();
+    auto marker = unique_marker("slurm-scancel");
+    tlaunch::test_support::temp_dir dir("tlaunch-slurm-test");
+    auto script = (dir.path / "job.sh").string();
+    std::ofstream(script) << "#!/bin/sh\nexec " << TLAUNCH_FAULTY_EXE
+                          << " --launch=slurm -- idle " << marker << "\n";
+    auto submitted = run({"/usr/bin/sbatch", "--parsable", "--nodes=2",
+                          fmt::format("--output={}", (dir.path / "job.out").string()), script},
+                         30s);
+    REQUIRE(submitted.code == 0);
+    std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+    REQUIRE(tasks_running(marker, 3, 30s));
+    CHECK(run({"/usr/bin/scancel", job}, 30s).code == 0);
+    CHECK(none_left(marker, 30s));
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (has(run({"/usr/bin/squeue", "-h", "-j", job}, 10s).out, job) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(100ms);
+    CHECK_FALSE(has(run({"/usr/bin/squeue", "-h", "-j", job}, 10s).out, job));
+  }
+}

@@ -6,7 +6,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process.hpp"
@@ -129,6 +131,31 @@ TEST_SUITE("faults") {
       // Stopped, not killed: nobody needed the grace period.
       CHECK(!has(p.err(), "killing it"));
     }
+  }
+
+  TEST_CASE("SIGINT before every node registered: nobody waits out the grace period") {
+    // The workers register at once; target only after its constructor's 3 s. A stop in
+    // between reaches workers whose run() never started: they exit at once, rather than
+    // wait --grace for a body that will not run and be killed.
+    auto marker = it::unique_marker("early-stop");
+    ::setenv("FAULTY_SLOW_TARGET", "3", 1);
+    process p(faulty({"--launch=local_mp", "--grace=30"}, {"idle"}, marker));
+    ::unsetenv("FAULTY_SLOW_TARGET");
+    std::vector<pid_t> pids;
+    for (int i = 0; i < 200 && pids.size() < 3; ++i) {
+      std::this_thread::sleep_for(20ms);
+      pids = it::node_pids(marker);
+    }
+    REQUIRE(pids.size() == 3);
+    std::this_thread::sleep_for(500ms);
+    p.signal(SIGINT);
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.all());
+    CHECK(code == 128 + SIGINT);
+    CHECK(!has(p.all(), "ready pid="));  // no run() started
+    CHECK(!has(p.err(), "killing it"));
+    CHECK(!has(p.err(), "grace period"));
+    CHECK(it::all_gone(pids, 10s));
   }
 
   TEST_CASE("SIGINT under local_mt stops the program with 130") {

@@ -11,6 +11,8 @@
 //   lines N           worker/0 logs N lines, then stops the program
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 // Further arguments are ignored: tests add a unique marker to find the processes.
+// FAULTY_SLOW_TARGET=SECONDS in the environment: target's constructor sleeps that long, so
+// the workers register and wait for a directory that comes only once target registers.
 // Every worker first logs "ready pid=<pid>".
 #include <tlaunch/tlaunch.hpp>
 
@@ -27,6 +29,10 @@
 using namespace std::chrono_literals;
 
 struct Target {  // a plain service, the probe's good call goes here
+  Target() {
+    if (const char* s = std::getenv("FAULTY_SLOW_TARGET"))
+      std::this_thread::sleep_for(std::chrono::seconds(std::atoi(s)));
+  }
   std::int64_t ping(std::int64_t x) const { return x + 1; }
   using rpc = tlaunch::methods<&Target::ping>;
 };

@@ -156,12 +156,15 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
   std::mutex mu;
   std::condition_variable cv;
   bool run_over = !self.start_run;
+  bool runs_started = false;  // the directory came and run() bodies were started
   int own_exit_code = 0;  // 3: lost the coordinator, 4: did not stop within the grace period
 
   auto begin_stop = [&](const std::string& why) {
     {
       std::lock_guard lk(mu);
       if (!life.begin_stop(why)) return;
+      // A stop before the directory came: no run() body started, none to wait for.
+      if (!runs_started) run_over = true;
     }
     rt.stop_instances();
     cv.notify_all();
@@ -183,6 +186,11 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
       } catch (const std::exception& e) {
         rt.log(std::string("bad directory from the coordinator: ") + e.what());
         return begin_stop("bad directory");
+      }
+      {
+        std::lock_guard lk(mu);
+        if (life.stopping()) return;
+        runs_started = true;
       }
       rt.set_directory(std::move(addrs));
       rt.start_runs();

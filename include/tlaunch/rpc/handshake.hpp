@@ -79,6 +79,7 @@ class handshake {
     } catch (...) {
       reason = "(unreadable reason)";
     }
+    if (reason.empty()) reason = "(no reason given)";  // a message must never end at the colon
     return reason;
   }
 

@@ -34,6 +34,19 @@
 using namespace std::chrono_literals;
 namespace wire = tlaunch::wire;
 
+// Sanitizers pad and quarantine every allocation: the node's memory says
+// nothing of what it keeps there, so the bound is checked only without them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TLAUNCH_TEST_MEMORY_BOUND 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TLAUNCH_TEST_MEMORY_BOUND 0
+#endif
+#endif
+#ifndef TLAUNCH_TEST_MEMORY_BOUND
+#define TLAUNCH_TEST_MEMORY_BOUND 1
+#endif
+
 namespace {
 
 struct Echo {
@@ -239,7 +252,7 @@ TEST_SUITE("accept_loop") {
     for (int fd : slow) slow_closed += closed_within(fd, 5s);
     CHECK(slow_closed == slow_count);
     int garbage_closed = 0;
-    for (int fd : garbage) garbage_closed += closed_within(fd, 1s);
+    for (int fd : garbage) garbage_closed += closed_within(fd, 5s);
     CHECK(garbage_closed == garbage_count);
     const long rss_peak_growth = status_kb(node.pid(), "VmHWM") - rss_before;
     std::printf("node VmRSS before the flood %ld kB; peak growth with %d strangers %ld kB\n",
@@ -247,7 +260,8 @@ TEST_SUITE("accept_loop") {
     // At most max_unauthenticated strangers live at once, each buffering 12 KiB at
     // most: with the connection's own state, well under 40 KiB each (measured: the
     // whole flood raised the peak by about 1.3 MB).
-    CHECK(rss_peak_growth < static_cast<long>(ro.max_unauthenticated) * 40);
+    if (TLAUNCH_TEST_MEMORY_BOUND)
+      CHECK(rss_peak_growth < static_cast<long>(ro.max_unauthenticated) * 40);
     for (int fd : slow) ::close(fd);
     for (int fd : garbage) ::close(fd);
 

@@ -4,6 +4,8 @@
 // launch secret) calls it over a real hello exchange.
 //  - Out of descriptors (RLIMIT_NOFILE lowered in the node): accepting fails,
 //    is logged once, and resumes once descriptors are free: a new peer is served.
+//  - A peer that stops answering (SIGSTOP), with heartbeats on: a call in
+//    flight to it, without a deadline, fails as unavailable naming it.
 //  - Hundreds of slow (one byte, then silence) and garbage peers: closed after
 //    the handshake deadline or at once, the node's peak memory stays within a
 //    bound, calls go on meanwhile, and the log gets a line per reason.
@@ -20,7 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -51,7 +55,12 @@ namespace {
 
 struct Echo {
   int twice(int x) const { return 2 * x; }
-  using rpc = tlaunch::methods<&Echo::twice>;
+  asio::awaitable<int> later(int x) {  // answers after 2 s
+    asio::steady_timer t(co_await asio::this_coro::executor, 2s);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return x;
+  }
+  using rpc = tlaunch::methods<&Echo::twice, &Echo::later>;
 };
 constexpr auto prog = tlaunch::program(tlaunch::node<"echo", Echo>());
 
@@ -144,14 +153,17 @@ class node_process {
 // A peer that holds the launch secret: a runtime of its own, with its own connection.
 class real_peer {
  public:
-  explicit real_peer(const std::string& address)
-      : rt_(tlaunch::detail::describe(prog, {}), {}, secret, "caller") {
+  explicit real_peer(const std::string& address, tlaunch::detail::runtime_options ro = {})
+      : rt_(tlaunch::detail::describe(prog, {}), ro, secret, "caller") {
     rt_.set_directory({address});
     rt_.start_threads();
   }
   int call(int x) {
     auto h = tlaunch::detail::handle_access::make<Echo>(&rt_, 0);
     return h.sync<&Echo::twice>(tlaunch::call_options{.timeout = 10s}, x);
+  }
+  auto later(int x) {  // no deadline
+    return tlaunch::detail::handle_access::make<Echo>(&rt_, 0).async<&Echo::later>(x);
   }
 
  private:
@@ -210,6 +222,45 @@ TEST_SUITE("accept_loop") {
     CAPTURE(err);
     // Rate-limited: the failures of this short test make one line, not one each.
     CHECK(count(err, "accept failed") == 1);
+  }
+
+  TEST_CASE("with heartbeats, a call in flight to a peer that stops answering fails as unavailable") {
+    tlaunch::detail::runtime_options ro;
+    ro.heartbeat = 200ms;
+    node_process node(ro);
+    real_peer peer(node.address(), ro);
+    REQUIRE(peer.call(1) == 2);
+    // Idle for many intervals: the heartbeats keep the connection.
+    std::this_thread::sleep_for(1s);
+    CHECK(peer.call(2) == 4);
+    auto f = peer.later(3);  // no deadline; answered after 2 s unless the node stops
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(::kill(node.pid(), SIGSTOP) == 0);
+    // Should the heartbeats not notice, the node goes on after 8 s and the call
+    // returns its value: the test fails instead of waiting for ever.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread watchdog([&] {
+      std::unique_lock lk(mu);
+      if (!cv.wait_for(lk, 8s, [&] { return done; })) ::kill(node.pid(), SIGCONT);
+    });
+    std::string what;
+    try {
+      f.get();
+    } catch (const tlaunch::unavailable& e) {
+      what = e.what();
+    }
+    {
+      std::lock_guard lk(mu);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+    ::kill(node.pid(), SIGCONT);
+    CAPTURE(what);
+    CHECK(what.find("echo/0") != std::string::npos);
+    CHECK(what.find("stopped answering") != std::string::npos);
   }
 
   TEST_CASE("slow and garbage peers are closed, cost little memory, and calls go on") {

@@ -119,6 +119,7 @@ int run_node_process(const program_t<Nodes...>& p, const options& o) {
   ro.max_frame = o.max_frame;
   ro.handshake_timeout = o.handshake_timeout;
   ro.max_unauthenticated = o.max_unauthenticated;
+  ro.heartbeat = o.heartbeat;
   ro.grace = o.grace;
   ro.user_args = o.user_args;
   tlaunch::detail::runtime rt(nodes, ro, *secret, o.role);

@@ -89,6 +89,9 @@ struct connection_config : hello_identity {
       std::make_shared<std::atomic<std::uint32_t>>(0);
   std::shared_ptr<tlaunch::detail::log_limiter> bad_peer_log =
       std::make_shared<tlaunch::detail::log_limiter>();
+  // Once ready, a ping every interval, and the connection closed after three
+  // intervals without a byte from the peer (0: off).
+  std::chrono::milliseconds heartbeat{0};
 };
 
 // The owner of the connections (the runtime or the coordinator).
@@ -284,6 +287,7 @@ class connection : public std::enable_shared_from_this<connection> {
         cfg_(std::move(cfg)),
         sink_(sink),
         handshake_deadline_(socket_.get_executor()),
+        heartbeat_(socket_.get_executor()),
         handshake_(sd, *cfg_, fresh_nonce()) {
     // Until the peer has proven the secret, it gets a small read buffer.
     reader_.set_min_buffer(handshake::buffer_size);
@@ -336,6 +340,42 @@ class connection : public std::enable_shared_from_this<connection> {
     }
     return s + " s";
   }
+  // ----- heartbeats -------------------------------------------------------------
+
+  static constexpr int silent_intervals = 3;  // without a byte read: the peer is gone
+
+  // Under the lock: the next heartbeat tick. The timer keeps no reference.
+  void arm_heartbeat_locked() {
+    const auto interval = cfg_->heartbeat;
+    if (interval.count() <= 0 || closed_) return;
+    heartbeat_armed_ = true;
+    heartbeat_.expires_after(interval);
+    heartbeat_.async_wait([weak = weak_from_this()](std::error_code ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->heartbeat_tick();
+    });
+  }
+
+  // Sends a ping; closes the connection when nothing came for silent_intervals.
+  void heartbeat_tick() {
+    const auto reads = reads_.load(std::memory_order_relaxed);
+    silent_ticks_ = reads == reads_at_tick_ ? silent_ticks_ + 1 : 0;
+    reads_at_tick_ = reads;
+    if (silent_ticks_ >= silent_intervals) {
+      close("no bytes from " + peer_name() + " for " +
+            fmt_seconds(cfg_->heartbeat * silent_intervals) + ": it stopped answering");
+      return;
+    }
+    auto f = wire::make_small_frame();
+    seal_small(f.span(), {.type = wire::kind::ping});
+    std::unique_lock lk(mu_);
+    if (closed_) return;
+    out_.push_bytes(f.span());
+    kick_locked(lk);  // may unlock
+    if (!lk.owns_lock()) lk.lock();
+    arm_heartbeat_locked();
+  }
+
   // Under the lock, when the exchange completed or the connection closed.
   void end_unauthenticated_locked() {
     if (deadline_armed_) {
@@ -400,6 +440,11 @@ class connection : public std::enable_shared_from_this<connection> {
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    if (cfg_->heartbeat.count() > 0) {
+      // Data the peer does not acknowledge for as long fails the connection too.
+      unsigned user_timeout = static_cast<unsigned>(cfg_->heartbeat.count() * silent_intervals);
+      ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+    }
     socket_.non_blocking(true, ec);
   }
 
@@ -456,6 +501,7 @@ class connection : public std::enable_shared_from_this<connection> {
       std::unique_lock lk(mu_);
       ready_ = true;
       end_unauthenticated_locked();
+      arm_heartbeat_locked();
       kick_locked(lk);
     }
     sink_->on_ready(shared_from_this());
@@ -687,6 +733,7 @@ class connection : public std::enable_shared_from_this<connection> {
       return false;
     }
     reader_.commit(n);
+    reads_.fetch_add(1, std::memory_order_relaxed);
     if (reader_.in_big_frame()) {
       if (!reader_.big_frame_done()) return true;
       if (!finish_big_frame()) {
@@ -812,6 +859,8 @@ class connection : public std::enable_shared_from_this<connection> {
       case wire::kind::refuse:
         close(peer_address_ + " refused the connection: " + handshake::refusal_reason(payload));
         return false;
+      case wire::kind::ping:  // its bytes were counted as they were read
+        return true;
       case wire::kind::hello:
       case wire::kind::auth:
         log_bad_peer("handshake frame after handshake",
@@ -843,6 +892,10 @@ class connection : public std::enable_shared_from_this<connection> {
     closed_seen_.store(true, std::memory_order_release);
     close_reason_ = reason;
     end_unauthenticated_locked();
+    if (heartbeat_armed_) {
+      heartbeat_armed_ = false;
+      heartbeat_.cancel();
+    }
     auto pending = calls_.take_all();
     pre_.clear();
     out_.clear();
@@ -874,6 +927,12 @@ class connection : public std::enable_shared_from_this<connection> {
   bool counted_unauthenticated_ = false;  // in cfg_->unauthenticated until ready or closed
   bool deadline_armed_ = false;           // handshake_deadline_ waits
   asio::steady_timer handshake_deadline_;
+  bool heartbeat_armed_ = false;  // heartbeat_ waits
+  asio::steady_timer heartbeat_;
+  // Reads so far (reader), and what the heartbeat ticks saw of them (ticks only).
+  std::atomic<std::uint64_t> reads_{0};
+  std::uint64_t reads_at_tick_ = 0;
+  int silent_ticks_ = 0;
   std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;

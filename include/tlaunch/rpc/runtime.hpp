@@ -49,6 +49,8 @@ struct runtime_options {
   // and how many accepted connections may be in it at once.
   std::chrono::milliseconds handshake_timeout{5000};
   std::uint32_t max_unauthenticated = 256;
+  // Heartbeats on every connection once ready (0: off); see connection_config.
+  std::chrono::milliseconds heartbeat{0};
   std::vector<std::string> user_args;
 };
 
@@ -83,6 +85,7 @@ class runtime final : public rpc::connection_sink {
     cfg->single_io_thread = opt_.threads <= 1;
     cfg->busy_poll_us = &busy_poll_us_;
     cfg->handshake_timeout = opt_.handshake_timeout;
+    cfg->heartbeat = opt_.heartbeat;
     // Every other process may connect at once: they never count against the cap.
     cfg->max_unauthenticated = std::max<std::uint32_t>(opt_.max_unauthenticated, total + 64);
     cfg_ = std::move(cfg);

@@ -114,7 +114,7 @@ Launch:
   --color=auto|always|never  color the [node/i] prefixes (default auto)
   --force-wire             local_mt: calls between nodes go over TCP (for tests)
   --max-frame=BYTES        largest frame accepted on a connection (default 268435456)
-  --handshake-timeout=SECONDS  a connection that has not completed its hello
+  --handshake-timeout=SECONDS  an accepted connection that has not completed its hello
                            exchange by then is closed (default 5; 0: no deadline)
   --max-unauthenticated=N  accepted connections that may be in their hello
                            exchange at once, per process; more are closed at once

@@ -303,7 +303,9 @@ class connection : public std::enable_shared_from_this<connection> {
     log_bad_peer(*cfg_, *sink_, reason, line);
   }
 
-  // Closes the connection unless its hello exchange completes in time. The
+  // Closes an accepted connection unless its hello exchange completes in time.
+  // Only the acceptor's: a connector may wait long and rightly for a busy
+  // listener (a launcher still starting nodes answers once it is done). The
   // timer keeps no reference: a connection that goes away cancels it.
   void arm_handshake_deadline() {
     const auto limit = cfg_->handshake_timeout;
@@ -321,10 +323,8 @@ class connection : public std::enable_shared_from_this<connection> {
         if (self->closed_ || self->ready_) return;
       }
       std::string secs = fmt_seconds(limit);
-      if (self->side_ == side::acceptor)
-        self->log_bad_peer("handshake deadline",
-                           "closing connection from " + self->peer_address_ +
-                               ": no complete hello exchange within " + secs);
+      self->log_bad_peer("handshake deadline", "closing connection from " + self->peer_address_ +
+                                                   ": no complete hello exchange within " + secs);
       self->close("the hello exchange with " + self->peer_address_ + " did not complete within " +
                   secs);
     });
@@ -424,7 +424,6 @@ class connection : public std::enable_shared_from_this<connection> {
                                   self->connected_ = true;
                                 }
                                 self->send_handshake(self->handshake_.hello());
-                                self->arm_handshake_deadline();
                                 self->start_read();
                               });
         });

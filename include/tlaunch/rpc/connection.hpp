@@ -732,7 +732,8 @@ class connection : public std::enable_shared_from_this<connection> {
       return false;
     }
     reader_.commit(n);
-    reads_.fetch_add(1, std::memory_order_relaxed);
+    // Only this thread writes it: a plain store, no read-modify-write on every read.
+    reads_.store(reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (reader_.in_big_frame()) {
       if (!reader_.big_frame_done()) return true;
       if (!finish_big_frame()) {

@@ -48,12 +48,33 @@ TEST_SUITE("flags") {
     CHECK_THROWS_WITH(parse({"--force-wire=yes"}), doctest::Contains("takes no value"));
   }
 
+  TEST_CASE("--handshake-timeout and --max-unauthenticated reach node processes") {
+    auto o = parse({"--handshake-timeout=2.5", "--max-unauthenticated", "40"});
+    CHECK(o.handshake_timeout == std::chrono::milliseconds(2500));
+    CHECK(o.max_unauthenticated == 40);
+    CHECK(o.passthrough ==
+          std::vector<std::string>{"--handshake-timeout=2.5", "--max-unauthenticated=40"});
+    CHECK(parse({}).handshake_timeout == std::chrono::milliseconds(5000));
+    CHECK(parse({}).max_unauthenticated == 256);
+    CHECK_THROWS_WITH(parse({"--handshake-timeout=soon"}), doctest::Contains("--handshake-timeout"));
+    CHECK_THROWS_WITH(parse({"--max-unauthenticated=0"}), doctest::Contains("at least 1"));
+  }
+
+  TEST_CASE("--heartbeat is off by default and reaches node processes") {
+    auto o = parse({"--heartbeat=0.5"});
+    CHECK(o.heartbeat == std::chrono::milliseconds(500));
+    CHECK(o.passthrough == std::vector<std::string>{"--heartbeat=0.5"});
+    CHECK(parse({}).heartbeat == std::chrono::milliseconds(0));
+    CHECK_THROWS_WITH(parse({"--heartbeat=-1"}), doctest::Contains("--heartbeat"));
+  }
+
   TEST_CASE("usage lists every flag") {
     auto u = tlaunch::launch::usage("prog");
     for (const char* f : {"--launch", "--replicas", "--threads", "--busy-poll", "--grace", "--log-dir", "--color",
                           "--force-wire", "--max-frame", "--hosts", "--hostfile", "--place",
                           "--ssh-identity", "--ssh-accept-new", "--known-hosts",
-                          "--coordinator-host", "--start-timeout", "--help"})
+                          "--coordinator-host", "--start-timeout", "--handshake-timeout",
+                          "--max-unauthenticated", "--heartbeat", "--help"})
       CHECK_MESSAGE(u.find(f) != std::string::npos, f);
   }
 }

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <tlaunch/rpc/frame_reader.hpp>
+#include <tlaunch/rpc/handshake.hpp>
 
 using tlaunch::rpc::frame_reader;
 namespace wire = tlaunch::wire;
@@ -198,5 +199,35 @@ TEST_SUITE("frame_reader") {
       r.read(stream.data(), stream.size());
       CHECK(r.problem == "unknown frame kind 99");
     }
+  }
+
+  TEST_CASE("before authentication the buffer stays small, then grows") {
+    // A connection's reader until the peer has proven the secret: frames of at
+    // most handshake::max_frame, read into handshake::buffer_size bytes.
+    using tlaunch::rpc::handshake;
+    std::vector<char> stream;
+    for (std::uint64_t id = 1; id <= 40; ++id)
+      append_frame(stream, wire::kind::hello, id, (id * 977) % (handshake::max_frame + 1));
+    reading r;
+    r.limit = handshake::max_frame;
+    r.reader.set_min_buffer(handshake::buffer_size);
+    const char* p = stream.data();
+    std::size_t n = stream.size(), most = 0;
+    while (n > 0) {  // reads of odd sizes, each as large as the room allows
+      auto room = r.reader.prepare();
+      std::size_t k = std::min({n, room.size(), std::size_t{1} + n % 3001});
+      std::memcpy(room.data(), p, k);
+      r.reader.commit(k);
+      most = std::max(most, r.reader.buffered() + (room.size() - k));
+      p += k;
+      n -= k;
+      r.parse();
+    }
+    CHECK(r.frames.size() == 40);
+    CHECK(r.problem.empty());
+    CHECK(most <= handshake::buffer_size);  // what the peer's bytes ever had room for
+    // Authenticated: reads get the full buffer again.
+    r.reader.set_min_buffer(frame_reader::initial_buffer);
+    CHECK(r.reader.prepare().size() >= frame_reader::initial_buffer);
   }
 }

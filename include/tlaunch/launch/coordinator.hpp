@@ -52,6 +52,13 @@ class coordinator final : public rpc::connection_sink {
     cfg->build_id = tlaunch::detail::self_build_id();
     cfg->name = "launcher";
     cfg->max_frame = o.max_frame;
+    cfg->handshake_timeout = o.handshake_timeout;
+    cfg->heartbeat = o.heartbeat;
+    // Every node connects at start: they never count against the cap.
+    std::size_t instances = 0;
+    for (auto& n : nodes_) instances += n.replicas;
+    cfg->max_unauthenticated =
+        static_cast<std::uint32_t>(std::max<std::size_t>(o.max_unauthenticated, instances + 64));
     cfg_ = cfg;
     for (auto& n : nodes_)
       for (std::uint32_t r = 0; r < n.replicas; ++r) {
@@ -193,14 +200,16 @@ class coordinator final : public rpc::connection_sink {
     std::unique_ptr<asio::steady_timer> hold_timer;
   };
 
+  // Never stops on an error (rpc/accept_loop.hpp); sockets are close-on-exec.
   void accept_next() {
-    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
-      if (ec) return;
-      ::fcntl(s.native_handle(), F_SETFD, FD_CLOEXEC);  // as in listen()
-      auto c = rpc::connection::accept(std::move(s), cfg_, this);
-      accept_next();
-      (void)c;  // kept alive by its own read; owned by a slot once registered
-    });
+    accept_loop_ = std::make_unique<rpc::accept_loop>(
+        acceptor_,
+        [this](asio::ip::tcp::socket s) {
+          // Kept alive by its own read; owned by a slot once registered.
+          (void)rpc::connection::accept(std::move(s), cfg_, this);
+        },
+        [this](const std::string& line) { log(line); }, cfg_->bad_peer_log);
+    accept_loop_->start();
   }
 
   void on_control_frame(const std::shared_ptr<rpc::connection>& c, wire::kind type,
@@ -396,6 +405,7 @@ class coordinator final : public rpc::connection_sink {
   output_printer& out_;
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
+  std::unique_ptr<rpc::accept_loop> accept_loop_;  // made by listen()
   asio::steady_timer grace_timer_, start_timer_;
   asio::signal_set signals_;
   std::vector<std::uint8_t> secret_;

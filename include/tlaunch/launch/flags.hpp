@@ -32,6 +32,11 @@ struct options {
   std::chrono::microseconds busy_poll{0};
   bool force_wire = false;
   std::uint32_t max_frame = 256u << 20;
+  // Peers that have not authenticated (rpc/connection.hpp): their deadline and their number.
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::uint32_t max_unauthenticated = 256;
+  // Heartbeats between processes (0: off); a peer silent for three intervals is gone.
+  std::chrono::milliseconds heartbeat{0};
   // placement (launch/placement.hpp)
   std::vector<std::string> hosts;
   std::string hostfile;
@@ -111,6 +116,15 @@ Launch:
   --color=auto|always|never  color the [node/i] prefixes (default auto)
   --force-wire             local_mt: calls between nodes go over TCP (for tests)
   --max-frame=BYTES        largest frame accepted on a connection (default 268435456)
+  --handshake-timeout=SECONDS  an accepted connection that has not completed its hello
+                           exchange by then is closed (default 5; 0: no deadline)
+  --max-unauthenticated=N  accepted connections that may be in their hello
+                           exchange at once, per process; more are closed at once
+                           (default 256, at least the program's instances + 64)
+  --heartbeat=SECONDS      every connection sends a heartbeat that often and is
+                           closed when its peer sends nothing for three times as
+                           long: calls in flight on it fail as unavailable
+                           (default 0: off)
 Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
@@ -253,6 +267,19 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       o.max_frame = static_cast<std::uint32_t>(detail::parse_uint(name, v, 0xffffffffu));
       if (o.max_frame < 1024) throw usage_error("--max-frame: must be at least 1024");
       o.passthrough.push_back("--max-frame=" + v);
+    } else if (name == "--handshake-timeout") {
+      std::string v = need();
+      o.handshake_timeout = detail::parse_seconds(name, v);
+      o.passthrough.push_back("--handshake-timeout=" + v);
+    } else if (name == "--max-unauthenticated") {
+      std::string v = need();
+      o.max_unauthenticated = static_cast<std::uint32_t>(detail::parse_uint(name, v, 1000000));
+      if (o.max_unauthenticated == 0) throw usage_error("--max-unauthenticated: must be at least 1");
+      o.passthrough.push_back("--max-unauthenticated=" + v);
+    } else if (name == "--heartbeat") {
+      std::string v = need();
+      o.heartbeat = detail::parse_seconds(name, v);
+      o.passthrough.push_back("--heartbeat=" + v);
     } else if (name == "--hosts") {
       for (auto& h : detail::split(need(), ',')) o.hosts.push_back(h);
     } else if (name == "--hostfile") {

@@ -33,6 +33,9 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
   ro.force_wire = o.force_wire;
   ro.busy_poll = o.busy_poll;
   ro.max_frame = o.max_frame;
+  ro.handshake_timeout = o.handshake_timeout;
+  ro.max_unauthenticated = o.max_unauthenticated;
+  ro.heartbeat = o.heartbeat;
   ro.grace = o.grace;
   ro.user_args = o.user_args;
   auto secret = tlaunch::detail::random_secret();

@@ -130,6 +130,9 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
   ro.threads = o.threads ? o.threads : 1;
   ro.busy_poll = o.busy_poll;
   ro.max_frame = o.max_frame;
+  ro.handshake_timeout = o.handshake_timeout;
+  ro.max_unauthenticated = o.max_unauthenticated;
+  ro.heartbeat = o.heartbeat;
   ro.grace = o.grace;
   ro.user_args = o.user_args;
   tlaunch::detail::runtime rt(nodes, ro, *secret, o.role);

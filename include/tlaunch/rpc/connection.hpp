@@ -22,8 +22,10 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "../detail/fast_mutex.hpp"
+#include "../detail/log_limiter.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
 #include "../wire/frame.hpp"
@@ -73,6 +76,22 @@ struct connection_config : hello_identity {
   // handlers of its own for that long after its last bytes, instead of leaving the
   // wait to the reactor (see connection::read_more).
   const std::atomic<std::int64_t>* busy_poll_us = nullptr;
+
+  // What a peer that has not authenticated yet may cost (see README, "bad peers").
+  // The hello exchange must complete within this time (0: no deadline).
+  std::chrono::milliseconds handshake_timeout{5000};
+  // Accepted connections that have not completed the exchange; more are closed at once.
+  std::uint32_t max_unauthenticated = 256;
+  // Shared by every copy of this configuration (a process's connections): the
+  // count of accepted connections not yet authenticated, and the rate limit of
+  // the log lines about bad peers.
+  std::shared_ptr<std::atomic<std::uint32_t>> unauthenticated =
+      std::make_shared<std::atomic<std::uint32_t>>(0);
+  std::shared_ptr<tlaunch::detail::log_limiter> bad_peer_log =
+      std::make_shared<tlaunch::detail::log_limiter>();
+  // Once ready, a ping every interval, and the connection closed after three
+  // intervals without a byte from the peer (0: off).
+  std::chrono::milliseconds heartbeat{0};
 };
 
 // The owner of the connections (the runtime or the coordinator).
@@ -108,15 +127,30 @@ class connection : public std::enable_shared_from_this<connection> {
     return c;
   }
 
-  // Takes an accepted socket and waits for the peer's hello.
+  // Takes an accepted socket and waits for the peer's hello. Returns null (the
+  // socket closed, a line logged) when cfg->max_unauthenticated accepted
+  // connections are still in their hello exchange.
   static std::shared_ptr<connection> accept(tcp::socket s,
                                             std::shared_ptr<const connection_config> cfg,
                                             connection_sink* sink) {
-    auto c = std::shared_ptr<connection>(new connection(std::move(s), side::acceptor, std::move(cfg), sink));
     std::error_code ec;
-    auto ep = c->socket_.remote_endpoint(ec);
-    if (!ec) c->peer_address_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    auto ep = s.remote_endpoint(ec);
+    std::string peer = ec ? std::string("(unknown)")
+                          : ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (cfg->unauthenticated->fetch_add(1) >= cfg->max_unauthenticated) {
+      cfg->unauthenticated->fetch_sub(1);
+      log_bad_peer(*cfg, *sink, "too many unauthenticated",
+                   "closing connection from " + peer + " at once: " +
+                       std::to_string(cfg->max_unauthenticated) +
+                       " connections have not completed their hello exchange yet");
+      s.close(ec);
+      return nullptr;
+    }
+    auto c = std::shared_ptr<connection>(new connection(std::move(s), side::acceptor, std::move(cfg), sink));
+    c->counted_unauthenticated_ = true;
+    c->peer_address_ = std::move(peer);
     c->configure_socket();
+    c->arm_handshake_deadline();
     c->start_read();
     return c;
   }
@@ -252,7 +286,107 @@ class connection : public std::enable_shared_from_this<connection> {
         side_(sd),
         cfg_(std::move(cfg)),
         sink_(sink),
-        handshake_(sd, *cfg_, fresh_nonce()) {}
+        handshake_deadline_(socket_.get_executor()),
+        heartbeat_(socket_.get_executor()),
+        handshake_(sd, *cfg_, fresh_nonce()) {
+    // Until the peer has proven the secret, it gets a small read buffer.
+    reader_.set_min_buffer(handshake::buffer_size);
+  }
+
+  // Lines about peers that misbehave: one per reason per interval, with a count.
+  static void log_bad_peer(const connection_config& cfg, connection_sink& sink,
+                           std::string_view reason, const std::string& line) {
+    if (!cfg.bad_peer_log) return sink.log(line);
+    if (auto l = cfg.bad_peer_log->admit(reason, line)) sink.log(*l);
+  }
+  void log_bad_peer(std::string_view reason, const std::string& line) {
+    log_bad_peer(*cfg_, *sink_, reason, line);
+  }
+
+  // Closes an accepted connection unless its hello exchange completes in time.
+  // Only the acceptor's: a connector may wait long and rightly for a busy
+  // listener (a launcher still starting nodes answers once it is done). The
+  // timer keeps no reference: a connection that goes away cancels it.
+  void arm_handshake_deadline() {
+    const auto limit = cfg_->handshake_timeout;
+    if (limit.count() <= 0) return;
+    std::lock_guard lk(mu_);
+    if (closed_ || ready_) return;
+    deadline_armed_ = true;
+    handshake_deadline_.expires_after(limit);
+    handshake_deadline_.async_wait([weak = weak_from_this(), limit](std::error_code ec) {
+      if (ec) return;
+      auto self = weak.lock();
+      if (!self) return;
+      {
+        std::lock_guard lk(self->mu_);
+        if (self->closed_ || self->ready_) return;
+      }
+      std::string secs = fmt_seconds(limit);
+      self->log_bad_peer("handshake deadline", "closing connection from " + self->peer_address_ +
+                                                   ": no complete hello exchange within " + secs);
+      self->close("the hello exchange with " + self->peer_address_ + " did not complete within " +
+                  secs);
+    });
+  }
+  static std::string fmt_seconds(std::chrono::milliseconds d) {
+    auto ms = d.count();
+    std::string s = std::to_string(ms / 1000);
+    if (ms % 1000) {
+      char frac[8];
+      std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms % 1000));
+      s += frac;
+      while (s.back() == '0') s.pop_back();
+    }
+    return s + " s";
+  }
+  // ----- heartbeats -------------------------------------------------------------
+
+  static constexpr int silent_intervals = 3;  // without a byte read: the peer is gone
+
+  // Under the lock: the next heartbeat tick. The timer keeps no reference.
+  void arm_heartbeat_locked() {
+    const auto interval = cfg_->heartbeat;
+    if (interval.count() <= 0 || closed_) return;
+    heartbeat_armed_ = true;
+    heartbeat_.expires_after(interval);
+    heartbeat_.async_wait([weak = weak_from_this()](std::error_code ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->heartbeat_tick();
+    });
+  }
+
+  // Sends a ping; closes the connection when nothing came for silent_intervals.
+  void heartbeat_tick() {
+    const auto reads = reads_.load(std::memory_order_relaxed);
+    silent_ticks_ = reads == reads_at_tick_ ? silent_ticks_ + 1 : 0;
+    reads_at_tick_ = reads;
+    if (silent_ticks_ >= silent_intervals) {
+      close("no bytes from " + peer_name() + " for " +
+            fmt_seconds(cfg_->heartbeat * silent_intervals) + ": it stopped answering");
+      return;
+    }
+    auto f = wire::make_small_frame();
+    seal_small(f.span(), {.type = wire::kind::ping});
+    std::unique_lock lk(mu_);
+    if (closed_) return;
+    out_.push_bytes(f.span());
+    kick_locked(lk);  // may unlock
+    if (!lk.owns_lock()) lk.lock();
+    arm_heartbeat_locked();
+  }
+
+  // Under the lock, when the exchange completed or the connection closed.
+  void end_unauthenticated_locked() {
+    if (deadline_armed_) {
+      deadline_armed_ = false;
+      handshake_deadline_.cancel();
+    }
+    if (counted_unauthenticated_) {
+      counted_unauthenticated_ = false;
+      cfg_->unauthenticated->fetch_sub(1);
+    }
+  }
 
   static handshake::nonce fresh_nonce() {
     auto n = tlaunch::detail::random_secret();
@@ -305,6 +439,11 @@ class connection : public std::enable_shared_from_this<connection> {
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    if (cfg_->heartbeat.count() > 0) {
+      // Data the peer does not acknowledge for as long fails the connection too.
+      unsigned user_timeout = static_cast<unsigned>(cfg_->heartbeat.count() * silent_intervals);
+      ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+    }
     socket_.non_blocking(true, ec);
   }
 
@@ -317,7 +456,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Sends a refusal, then closes.
   void refuse(const std::string& reason) {
-    sink_->log("refusing connection from " + peer_address_ + ": " + reason);
+    log_bad_peer("refused: " + reason, "refusing connection from " + peer_address_ + ": " + reason);
     auto f = handshake::refusal(reason);
     std::unique_lock lk(mu_);
     if (closed_) return;
@@ -349,7 +488,10 @@ class connection : public std::enable_shared_from_this<connection> {
         break;
     }
     if (step.reply) send_handshake(std::move(*step.reply));
-    if (step.what == handshake::outcome::ready) become_ready();
+    if (step.what == handshake::outcome::ready) {
+      reader_.set_min_buffer(frame_reader::initial_buffer);  // the reader's own thread
+      become_ready();
+    }
     return true;
   }
 
@@ -357,6 +499,8 @@ class connection : public std::enable_shared_from_this<connection> {
     {
       std::unique_lock lk(mu_);
       ready_ = true;
+      end_unauthenticated_locked();
+      arm_heartbeat_locked();
       kick_locked(lk);
     }
     sink_->on_ready(shared_from_this());
@@ -588,6 +732,8 @@ class connection : public std::enable_shared_from_this<connection> {
       return false;
     }
     reader_.commit(n);
+    // Only this thread writes it: a plain store, no read-modify-write on every read.
+    reads_.store(reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (reader_.in_big_frame()) {
       if (!reader_.big_frame_done()) return true;
       if (!finish_big_frame()) {
@@ -604,10 +750,10 @@ class connection : public std::enable_shared_from_this<connection> {
     // the buffer is parsed first and continued by the next read.
     frame_reader::frame f;
     for (;;) {
-      // Until the peer has proven the secret, it gets no large buffers.
+      // Until the peer has proven the secret, its frames are no larger than a hello.
       const bool ready = handshake_.ready();
       const std::uint32_t limit =
-          ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, 64 * 1024);
+          ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, handshake::max_frame);
       const auto got = reader_.next(limit, f);
       if (got == frame_reader::status::frame) [[likely]] {
         if (ready) {
@@ -630,8 +776,11 @@ class connection : public std::enable_shared_from_this<connection> {
         continue;
       }
       if (got == frame_reader::status::malformed) [[unlikely]] {
-        auto problem = reader_.problem(limit);
-        sink_->log("closing connection from " + peer_name() + ": malformed frame: " + problem);
+        auto problem = reader_.problem(cfg_->max_frame);
+        if (problem.empty())  // within max_frame, too large for the hello exchange
+          problem = reader_.problem(limit) + " before the hello exchange completed";
+        log_bad_peer("malformed: " + problem,
+                     "closing connection from " + peer_name() + ": malformed frame: " + problem);
         read_stopped("malformed frame: " + problem);
         return false;
       }
@@ -710,9 +859,12 @@ class connection : public std::enable_shared_from_this<connection> {
       case wire::kind::refuse:
         close(peer_address_ + " refused the connection: " + handshake::refusal_reason(payload));
         return false;
+      case wire::kind::ping:  // its bytes were counted as they were read
+        return true;
       case wire::kind::hello:
       case wire::kind::auth:
-        sink_->log("closing connection from " + peer_name() + ": handshake frame after handshake");
+        log_bad_peer("handshake frame after handshake",
+                     "closing connection from " + peer_name() + ": handshake frame after handshake");
         close("protocol error: handshake frame after handshake");
         return false;
       default:
@@ -739,6 +891,11 @@ class connection : public std::enable_shared_from_this<connection> {
     closed_ = true;
     closed_seen_.store(true, std::memory_order_release);
     close_reason_ = reason;
+    end_unauthenticated_locked();
+    if (heartbeat_armed_) {
+      heartbeat_armed_ = false;
+      heartbeat_.cancel();
+    }
     auto pending = calls_.take_all();
     pre_.clear();
     out_.clear();
@@ -767,6 +924,15 @@ class connection : public std::enable_shared_from_this<connection> {
   mutable tlaunch::detail::fast_mutex mu_;
   bool closed_ = false, ready_ = false, writing_ = false, reading_ = false;
   bool connected_ = false, socket_closed_ = false;
+  bool counted_unauthenticated_ = false;  // in cfg_->unauthenticated until ready or closed
+  bool deadline_armed_ = false;           // handshake_deadline_ waits
+  asio::steady_timer handshake_deadline_;
+  bool heartbeat_armed_ = false;  // heartbeat_ waits
+  asio::steady_timer heartbeat_;
+  // Reads so far (reader), and what the heartbeat ticks saw of them (ticks only).
+  std::atomic<std::uint64_t> reads_{0};
+  std::uint64_t reads_at_tick_ = 0;
+  int silent_ticks_ = 0;
   std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;

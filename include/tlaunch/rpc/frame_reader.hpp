@@ -44,10 +44,15 @@ class frame_reader {
   frame_reader& operator=(const frame_reader&) = delete;
   ~frame_reader() { std::free(buf_); }
 
+  // The buffer reads start with, and grow to once full (initial_buffer unless
+  // set): a connection keeps it small until its peer has authenticated.
+  void set_min_buffer(std::size_t n) { min_buffer_ = n; }
+
   // Where the next read goes; never empty.
   asio::mutable_buffer prepare() {
     if (big_) return asio::buffer(big_.get() + big_fill_, big_total_ - big_fill_);
-    if (end_ == cap_) reserve(std::max<std::size_t>(end_ - begin_ + page, initial_buffer));
+    if (end_ == cap_ || cap_ < min_buffer_)
+      reserve(std::max<std::size_t>(end_ - begin_ + page, min_buffer_));
     return asio::buffer(buf_ + end_, cap_ - end_);
   }
   // n bytes arrived where prepare() pointed.
@@ -146,6 +151,7 @@ class frame_reader {
 
   char* buf_ = nullptr;
   std::size_t cap_ = 0, begin_ = 0, end_ = 0;
+  std::size_t min_buffer_ = initial_buffer;
   std::shared_ptr<char> big_;  // the large frame being read, if any
   std::size_t big_total_ = 0, big_fill_ = 0;
   std::uint32_t partial_ = 0;  // payload size of the frame next() found incomplete

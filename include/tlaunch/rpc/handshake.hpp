@@ -28,6 +28,12 @@ struct hello_identity {
 
 class handshake {
  public:
+  // The largest frame a peer may send before it has proven the secret: a hello
+  // with a long host name fits many times over; a peer announcing more is closed.
+  static constexpr std::uint32_t max_frame = 4096;
+  // Read buffer of a connection until then, in whole pages: a partial frame
+  // (header and max_frame) plus a page of room always fit, so it never grows.
+  static constexpr std::size_t buffer_size = 12288;
   enum class side { connector, acceptor };
   using nonce = std::array<std::uint8_t, 16>;
 
@@ -73,6 +79,7 @@ class handshake {
     } catch (...) {
       reason = "(unreadable reason)";
     }
+    if (reason.empty()) reason = "(no reason given)";  // a message must never end at the colon
     return reason;
   }
 

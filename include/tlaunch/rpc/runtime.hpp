@@ -9,6 +9,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "../detail/build_id.hpp"
+#include "accept_loop.hpp"
 #include "connection.hpp"
 #include "instance.hpp"
 #include "io_thread.hpp"
@@ -43,6 +45,12 @@ struct runtime_options {
   std::chrono::milliseconds grace{5000};
   // io threads poll this long before sleeping (0: they sleep at once); see run_io.
   std::chrono::microseconds busy_poll{0};
+  // Peers that have not authenticated: time for their hello exchange (0: none),
+  // and how many accepted connections may be in it at once.
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::uint32_t max_unauthenticated = 256;
+  // Heartbeats on every connection once ready (0: off); see connection_config.
+  std::chrono::milliseconds heartbeat{0};
   std::vector<std::string> user_args;
 };
 
@@ -56,7 +64,10 @@ class runtime final : public rpc::connection_sink {
         opt_(std::move(opt)),
         work_(asio::make_work_guard(io)),
         busy_poll_us_(opt_.busy_poll.count() < 0 ? 0 : opt_.busy_poll.count()),
-        acceptor_(io) {
+        acceptor_(io),
+        accept_loop_(
+            acceptor_, [this](asio::ip::tcp::socket s) { accepted(std::move(s)); },
+            [this](const std::string& line) { log(line); }, nullptr) {
     std::uint32_t total = 0;
     for (auto& n : nodes_) {
       n.first = total;
@@ -73,6 +84,10 @@ class runtime final : public rpc::connection_sink {
     cfg->max_frame = opt_.max_frame;
     cfg->single_io_thread = opt_.threads <= 1;
     cfg->busy_poll_us = &busy_poll_us_;
+    cfg->handshake_timeout = opt_.handshake_timeout;
+    cfg->heartbeat = opt_.heartbeat;
+    // Every other process may connect at once: they never count against the cap.
+    cfg->max_unauthenticated = std::max<std::uint32_t>(opt_.max_unauthenticated, total + 64);
     cfg_ = std::move(cfg);
   }
 
@@ -140,7 +155,7 @@ class runtime final : public rpc::connection_sink {
     auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
     cfg->listen_address = listen_address_;
     cfg_ = std::move(cfg);
-    accept_next();
+    accept_loop_.start();
     return listen_address_;
   }
   const std::string& listen_address() const { return listen_address_; }
@@ -274,6 +289,7 @@ class runtime final : public rpc::connection_sink {
       std::error_code ec;
       asio::post(io, [this] {
         std::error_code ec2;
+        accept_loop_.stop();
         acceptor_.close(ec2);
       });
     }
@@ -384,16 +400,12 @@ class runtime final : public rpc::connection_sink {
   }
 
  private:
-  void accept_next() {
-    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
-      if (ec) return;  // closed
-      auto c = rpc::connection::accept(std::move(s), cfg_, this);
-      {
-        std::lock_guard lk(mu_);
-        accepted_.push_back(c);
-      }
-      accept_next();
-    });
+  void accepted(asio::ip::tcp::socket s) {
+    auto c = rpc::connection::accept(std::move(s), cfg_, this);
+    if (!c) return;  // too many strangers: closed at once
+    std::lock_guard lk(mu_);
+    // Closed already (on another io thread): on_closed has looked for it.
+    if (!c->closed()) accepted_.push_back(c);
   }
 
   std::vector<node_info> nodes_;
@@ -402,6 +414,7 @@ class runtime final : public rpc::connection_sink {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::atomic<std::int64_t> busy_poll_us_;  // see run_io
   asio::ip::tcp::acceptor acceptor_;
+  rpc::accept_loop accept_loop_;
   std::shared_ptr<const rpc::connection_config> cfg_;
   std::string listen_address_;
   std::vector<std::unique_ptr<rpc::instance>> hosted_;

@@ -25,6 +25,7 @@ enum class kind : std::uint8_t {
   reply = 5,        // call_id = the call's id, payload = result
   error_reply = 6,  // call_id = the call's id, payload = error code + message
   cancel = 7,       // call_id = a call the caller no longer waits for
+  ping = 8,         // heartbeat (--heartbeat): empty, sent every interval once ready
   // Control frames between a node process and its coordinator.
   reg = 16,           // node -> coordinator: flat instance id, listen address, pid
   directory = 17,     // coordinator -> node: every instance's address by flat id; start
@@ -35,7 +36,7 @@ enum class kind : std::uint8_t {
 };
 
 constexpr bool is_known_kind(std::uint8_t k) {
-  return (k >= 1 && k <= 7) || (k >= 16 && k <= 21);
+  return (k >= 1 && k <= 8) || (k >= 16 && k <= 21);
 }
 
 // Error codes carried by error_reply.

@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "launch/agent.hpp"
 #include "launch/flags.hpp"
 #include "launch/node_process.hpp"
 #include "launch/output.hpp"
@@ -31,6 +32,7 @@ int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
     return 0;
   }
   try {
+    if (o.agent) return launch::run_agent();
     if (!o.role.empty()) return launch::run_node_process(p, o);
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
     return launch::registered_launchers::run(p, o, out);

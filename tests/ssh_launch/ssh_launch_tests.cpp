@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,14 @@ std::string closed_port() {
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
   ::close(fd);
   return std::to_string(ntohs(a.sin_port));
+}
+
+// The parent pid of pid, from /proc.
+long parent_of(long pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("PPid:", 0) == 0) return std::stol(line.substr(5));
+  return 0;
 }
 
 // Each test's scratch directory.
@@ -251,16 +260,13 @@ TEST_SUITE("ssh_launch") {
     REQUIRE(p.wait_for_output("ready pid=", 60s, 4));
     auto pids = it::node_pids(cached);
     REQUIRE(pids.size() == 4);
-    // worker/1 runs on the second host; its parent is sshd's process for the
-    // connection it was started over. Killing that process is the host dying.
+    // worker/1 runs on the second host; its parent is that host's agent, whose parent is
+    // sshd's process for the connection. Killing that process is the host dying.
     auto w1 = it::node_pids(cached, "worker/1");
     REQUIRE(w1.size() == 1);
-    long sshd_pid = 0;
-    {
-      std::ifstream status("/proc/" + std::to_string(w1[0]) + "/status");
-      for (std::string line; std::getline(status, line);)
-        if (line.rfind("PPid:", 0) == 0) sshd_pid = std::stol(line.substr(5));
-    }
+    long agent_pid = parent_of(w1[0]);
+    CHECK(has(it::cmdline(static_cast<pid_t>(agent_pid)), "--tlaunch-agent"));
+    long sshd_pid = parent_of(agent_pid);
     std::string name;
     std::ifstream("/proc/" + std::to_string(sshd_pid) + "/comm") >> name;
     REQUIRE(name == "sshd");
@@ -381,9 +387,41 @@ TEST_SUITE("ssh_launch") {
     CAPTURE(r.all);
     CHECK(r.code == 0);
     CHECK(has(r.out, "total now 1500\n"));
-    CHECK(has(r.err, "[launcher] timings: 16 nodes on 2 hosts; ssh sessions and upload "));
+    CHECK(has(r.err, "[launcher] timings: 16 nodes on 2 hosts; ssh sessions "));
+    CHECK(has(r.err, " ms; upload "));
     CHECK(has(r.err, " ms; start of the nodes to all registered "));
     MESSAGE(r.err.substr(r.err.find("timings:")));
+  }
+
+  TEST_CASE("64 instances on three hosts: one agent per host starts them all, every one runs") {
+    // 127.0.0.1 is not in the fixture's known_hosts: a copy, and its key accepted.
+    temp_dir tmp;
+    auto known = (tmp.path / "known_hosts").string();
+    std::ofstream(known) << read_all(env().known_hosts);
+    const std::string h1 = host("127.0.0.1");
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h1, h2(), h3()},
+                         {"--replicas", "worker=64", "--known-hosts=" + known, "--ssh-accept-new"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 120s, 64));
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    auto pids = it::node_pids(cached);
+    CHECK(pids.size() == 64);
+    // The nodes' parents: one agent per host, each started once through the login shell.
+    std::set<long> agents;
+    for (auto pid : pids) agents.insert(parent_of(pid));
+    CHECK(agents.size() == 3);
+    for (long a : agents) CHECK(has(it::cmdline(static_cast<pid_t>(a)), "--tlaunch-agent"));
+    p.signal(SIGINT);
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    CHECK(code == 130);
+    // Round-robin: worker/i on the (i mod 3)-th host, each one's line prefixed with it.
+    const std::string hosts[] = {h1, h2(), h3()};
+    for (int i = 0; i < 64; ++i)
+      CHECK(has(p.out(), fmt::format("[worker/{}@{}] ready pid=", i, hosts[i % 3])));
+    CHECK(process::occurrences(p.out(), "] ready pid=") == 64);
+    CHECK(it::all_gone(pids, 10s));
+    CHECK(it::all_gone(std::vector<pid_t>(agents.begin(), agents.end()), 10s));
   }
 
   TEST_CASE("a binary that cannot run there fails the launch naming node and host") {

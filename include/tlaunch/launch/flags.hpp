@@ -45,8 +45,10 @@ struct options {
   // Flags of launchers that keep no field here, as given ("--flag" -> value; "" for a
   // flag without one), after the launcher's parse_flag accepted them.
   std::map<std::string, std::string> launcher_flags;
+  bool ssh_per_node_exec = false;  // one exec per node instead of one agent per host
   // node process (set by the launcher, never by hand)
   std::string role;
+  bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/agent.hpp)
   std::string coordinator;
   std::vector<std::string> user_args;
   bool help = false;
@@ -263,6 +265,9 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       o.coordinator_host = need();
     } else if (name == "--tlaunch-role") {
       o.role = need();
+    } else if (name == "--tlaunch-agent") {
+      flag_only();
+      o.agent = true;
     } else if (name == "--tlaunch-coordinator") {
       o.coordinator = need();
     } else {

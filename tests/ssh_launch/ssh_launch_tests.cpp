@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <set>
 #include <string>
 #include <vector>
@@ -422,6 +423,55 @@ TEST_SUITE("ssh_launch") {
     CHECK(process::occurrences(p.out(), "] ready pid=") == 64);
     CHECK(it::all_gone(pids, 10s));
     CHECK(it::all_gone(std::vector<pid_t>(agents.begin(), agents.end()), 10s));
+  }
+
+  TEST_CASE("--ssh-terminal=tmux: a window per node shows its output; closing it stops all") {
+    if (::access("/usr/bin/tmux", X_OK) != 0) {
+      MESSAGE("skipped: no tmux");
+      return;
+    }
+    // What a window shows; its tail may lag the launcher's own output by a moment.
+    auto shows = [](const std::string& session, const std::string& window, const char* text) {
+      for (int i = 0; i < 50; ++i) {
+        auto r = it::run({"/usr/bin/tmux", "capture-pane", "-p", "-t", session + ":" + window}, 10s);
+        if (has(r.out, text)) return true;
+        std::this_thread::sleep_for(100ms);
+      }
+      return false;
+    };
+    // A tmux server of this test's own: TMUX_TMPDIR holds its socket.
+    temp_dir tmp;
+    ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-terminal=tmux"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 2));
+    auto pids = it::node_pids(cached_path(TLAUNCH_REMOTE_PROGRAM_EXE));
+    const std::string session = fmt::format("tlaunch-{}", p.pid());
+    CHECK(has(p.err(), "[launcher] tmux session " + session));
+    CHECK(shows(session, "worker/0", "ready pid="));
+    CHECK(shows(session, "worker/1", "ready pid="));
+    // Closing the session stops the program.
+    CHECK(it::run({"/usr/bin/tmux", "kill-session", "-t", session}, 10s).code == 0);
+    int code = p.wait_or_kill(30s);
+    ::unsetenv("TMUX_TMPDIR");
+    CAPTURE(p.all());
+    CHECK(code == 143);
+    CHECK(it::all_gone(pids, 10s));
+    CHECK_FALSE(fs::exists(fs::temp_directory_path() / session));  // the windows' files
+
+    // A program that ends by itself leaves its windows readable until the session is closed.
+    ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-terminal=tmux"},
+                                {"where"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    auto at = r.err.find("[launcher] tmux session ");
+    REQUIRE(at != std::string::npos);
+    const std::string ended = r.err.substr(at + 24, r.err.find(',', at) - at - 24);
+    CHECK(shows(ended, "worker/1", "reached at 127.0.0.3"));
+    CHECK(it::run({"/usr/bin/tmux", "kill-session", "-t", ended}, 10s).code == 0);
+    ::unsetenv("TMUX_TMPDIR");
   }
 
   TEST_CASE("a binary that cannot run there fails the launch naming node and host") {

@@ -425,6 +425,19 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::all_gone(std::vector<pid_t>(agents.begin(), agents.end()), 10s));
   }
 
+  TEST_CASE("--ssh-per-node-exec: the path without agents (for the benchmark) still runs") {
+    ::setenv("TLAUNCH_TIMINGS", "1", 1);
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-per-node-exec"},
+                                {"where"}),
+                     60s);
+    ::unsetenv("TLAUNCH_TIMINGS");
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "[worker/0@" + h2() + "] reached at 127.0.0.2\n"));
+    CHECK(has(r.out, "[worker/1@" + h3() + "] reached at 127.0.0.3\n"));
+    CHECK(has(r.err, "2 nodes on 2 hosts (per-node exec); "));
+  }
+
   TEST_CASE("--ssh-terminal=tmux: a window per node shows its output; closing it stops all") {
     if (::access("/usr/bin/tmux", X_OK) != 0) {
       MESSAGE("skipped: no tmux");

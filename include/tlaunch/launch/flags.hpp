@@ -45,7 +45,6 @@ struct options {
   // Flags of launchers that keep no field here, as given ("--flag" -> value; "" for a
   // flag without one), after the launcher's parse_flag accepted them.
   std::map<std::string, std::string> launcher_flags;
-  bool ssh_per_node_exec = false;  // one exec per node instead of one agent per host
   // node process (set by the launcher, never by hand)
   std::string role;
   bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/agent.hpp)

@@ -55,7 +55,7 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
 
   // Per-node exec: sshd allows 10 sessions (channels) per connection by default, so 8
   // nodes a connection. With agents: one connection, one channel per host.
-  const bool per_node = o.ssh_per_node_exec;
+  const bool per_node = o.launcher_flags.count("--ssh-per-node-exec") != 0;
   constexpr std::size_t nodes_per_session = 8;
   std::map<std::string, std::size_t> per_host;
   for (auto& pl : places) ++per_host[pl.host];
@@ -240,7 +240,7 @@ struct ssh_launcher {
       o.launcher_flags[name] = v;
     } else if (name == "--ssh-per-node-exec") {
       r.no_value();
-      o.ssh_per_node_exec = true;
+      o.launcher_flags[name] = "";
     } else if (name == "--ssh-parallel") {
       o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
       if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");

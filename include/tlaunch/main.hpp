@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "launch/agent.hpp"
 #include "launch/flags.hpp"
 #include "launch/node_env.hpp"
 #include "launch/node_process.hpp"
@@ -32,6 +33,7 @@ int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
     return 0;
   }
   try {
+    if (o.agent) return launch::run_agent();
     if (!o.role.empty()) return launch::run_node_process(p, o);
     launch::check_env_nodes(tlaunch::detail::describe(p, o.replicas), o);
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);

@@ -8,8 +8,11 @@
 #include <sys/socket.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <future>
 #include <regex>
 #include <string>
+#include <vector>
 
 using namespace ssh_test;
 
@@ -120,5 +123,36 @@ TEST_SUITE("ssh_connect") {
       CHECK(contains(what, "SHA256:"));
     }
     CHECK(read_file(o.known_hosts) == before);  // never replaced
+  }
+
+  TEST_CASE("many sessions accepting new keys at once, no ~/.ssh yet: each key recorded once") {
+    // Sessions that log in at the same time race to create the directory and to append
+    // (one failed with "Cannot create ... directory: File exists", others appended twice).
+    temp_dir tmp;
+    auto o = options();
+    o.known_hosts = (tmp.path / "home" / ".ssh" / "known_hosts").string();
+    o.accept_new = true;
+    std::vector<std::future<void>> logins;
+    std::promise<void> go;
+    std::shared_future<void> start = go.get_future().share();
+    for (int i = 0; i < 12; ++i)
+      logins.push_back(std::async(std::launch::async, [&, i, start] {
+        static const char* addrs[] = {"127.0.0.1", "127.0.0.2", "127.0.0.3"};
+        start.wait();
+        auto s = ssh::login(host(addrs[i % 3]), o);
+        CHECK(ssh_is_connected(s.get()));
+      }));
+    go.set_value();
+    for (auto& f : logins) CHECK_NOTHROW(f.get());
+    const std::string known = read_file(o.known_hosts);
+    CAPTURE(known);
+    for (const char* a : {"127.0.0.1", "127.0.0.2", "127.0.0.3"}) {
+      const std::string entry = "[" + std::string(a) + "]:" + std::to_string(env().port) + " ";
+      std::size_t n = 0;
+      for (auto at = known.find(entry); at != std::string::npos; at = known.find(entry, at + 1)) ++n;
+      CHECK(n == 1);
+    }
+    CHECK((fs::status(tmp.path / "home" / ".ssh").permissions() & fs::perms::group_all) ==
+          fs::perms::none);
   }
 }

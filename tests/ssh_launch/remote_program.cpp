@@ -3,12 +3,15 @@
 //   where    every worker logs the address its SSH connection reached, then ends
 //   idle     every worker logs "ready pid=<pid>" and waits for the stop
 //   abort    like idle, but worker/1 calls std::abort() 300 ms after "ready"
+//   rss      every worker logs its resident set ("rss_kb=N hwm_kb=N", from
+//            /proc/self/status) once running, then ends (benchmarks/launch_bench.py)
 #include <tlaunch/tlaunch.hpp>
 
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -23,6 +26,19 @@ struct Worker {
       std::string client_ip, client_port, server_ip, server_port;
       words >> client_ip >> client_port >> server_ip >> server_port;
       ctx.log("reached at {}", server_ip.empty() ? "(not over ssh)" : server_ip);
+      co_return;
+    }
+    if (mode == "rss") {
+      std::ifstream status("/proc/self/status");
+      std::string rss = "?", hwm = "?";
+      for (std::string line; std::getline(status, line);) {
+        std::istringstream f(line);
+        std::string key, kb;
+        f >> key >> kb;
+        if (key == "VmRSS:") rss = kb;
+        if (key == "VmHWM:") hwm = kb;
+      }
+      ctx.log("rss_kb={} hwm_kb={}", rss, hwm);
       co_return;
     }
     ctx.log("ready pid={}", ::getpid());

@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,14 @@ std::string closed_port() {
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
   ::close(fd);
   return std::to_string(ntohs(a.sin_port));
+}
+
+// The parent pid of pid, from /proc.
+long parent_of(long pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("PPid:", 0) == 0) return std::stol(line.substr(5));
+  return 0;
 }
 
 // Each test's scratch directory.
@@ -251,16 +261,13 @@ TEST_SUITE("ssh_launch") {
     REQUIRE(p.wait_for_output("ready pid=", 60s, 4));
     auto pids = it::node_pids(cached);
     REQUIRE(pids.size() == 4);
-    // worker/1 runs on the second host; its parent is sshd's process for the
-    // connection it was started over. Killing that process is the host dying.
+    // worker/1 runs on the second host; its parent is that host's agent, whose parent is
+    // sshd's process for the connection. Killing that process is the host dying.
     auto w1 = it::node_pids(cached, "worker/1");
     REQUIRE(w1.size() == 1);
-    long sshd_pid = 0;
-    {
-      std::ifstream status("/proc/" + std::to_string(w1[0]) + "/status");
-      for (std::string line; std::getline(status, line);)
-        if (line.rfind("PPid:", 0) == 0) sshd_pid = std::stol(line.substr(5));
-    }
+    long agent_pid = parent_of(w1[0]);
+    CHECK(has(it::cmdline(static_cast<pid_t>(agent_pid)), "--tlaunch-agent"));
+    long sshd_pid = parent_of(agent_pid);
     std::string name;
     std::ifstream("/proc/" + std::to_string(sshd_pid) + "/comm") >> name;
     REQUIRE(name == "sshd");
@@ -381,9 +388,103 @@ TEST_SUITE("ssh_launch") {
     CAPTURE(r.all);
     CHECK(r.code == 0);
     CHECK(has(r.out, "total now 1500\n"));
-    CHECK(has(r.err, "[launcher] timings: 16 nodes on 2 hosts; ssh sessions and upload "));
+    CHECK(has(r.err, "[launcher] timings: 16 nodes on 2 hosts; ssh sessions "));
+    CHECK(has(r.err, " ms; upload "));
     CHECK(has(r.err, " ms; start of the nodes to all registered "));
     MESSAGE(r.err.substr(r.err.find("timings:")));
+  }
+
+  TEST_CASE("64 instances on three hosts: one agent per host starts them all, every one runs") {
+    // 127.0.0.1 is not in the fixture's known_hosts: a copy, and its key accepted.
+    temp_dir tmp;
+    auto known = (tmp.path / "known_hosts").string();
+    std::ofstream(known) << read_all(env().known_hosts);
+    const std::string h1 = host("127.0.0.1");
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h1, h2(), h3()},
+                         {"--replicas", "worker=64", "--known-hosts=" + known, "--ssh-accept-new"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 120s, 64));
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    auto pids = it::node_pids(cached);
+    CHECK(pids.size() == 64);
+    // The nodes' parents: one agent per host, each started once through the login shell.
+    std::set<long> agents;
+    for (auto pid : pids) agents.insert(parent_of(pid));
+    CHECK(agents.size() == 3);
+    for (long a : agents) CHECK(has(it::cmdline(static_cast<pid_t>(a)), "--tlaunch-agent"));
+    p.signal(SIGINT);
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    CHECK(code == 130);
+    // Round-robin: worker/i on the (i mod 3)-th host, each one's line prefixed with it.
+    const std::string hosts[] = {h1, h2(), h3()};
+    for (int i = 0; i < 64; ++i)
+      CHECK(has(p.out(), fmt::format("[worker/{}@{}] ready pid=", i, hosts[i % 3])));
+    CHECK(process::occurrences(p.out(), "] ready pid=") == 64);
+    CHECK(it::all_gone(pids, 10s));
+    CHECK(it::all_gone(std::vector<pid_t>(agents.begin(), agents.end()), 10s));
+  }
+
+  TEST_CASE("--ssh-per-node-exec: the path without agents (for the benchmark) still runs") {
+    ::setenv("TLAUNCH_TIMINGS", "1", 1);
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-per-node-exec"},
+                                {"where"}),
+                     60s);
+    ::unsetenv("TLAUNCH_TIMINGS");
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "[worker/0@" + h2() + "] reached at 127.0.0.2\n"));
+    CHECK(has(r.out, "[worker/1@" + h3() + "] reached at 127.0.0.3\n"));
+    CHECK(has(r.err, "2 nodes on 2 hosts (per-node exec); "));
+  }
+
+  TEST_CASE("--ssh-terminal=tmux: a window per node shows its output; closing it stops all") {
+    if (::access("/usr/bin/tmux", X_OK) != 0) {
+      MESSAGE("skipped: no tmux");
+      return;
+    }
+    // What a window shows; its tail may lag the launcher's own output by a moment.
+    auto shows = [](const std::string& session, const std::string& window, const char* text) {
+      for (int i = 0; i < 50; ++i) {
+        auto r = it::run({"/usr/bin/tmux", "capture-pane", "-p", "-t", session + ":" + window}, 10s);
+        if (has(r.out, text)) return true;
+        std::this_thread::sleep_for(100ms);
+      }
+      return false;
+    };
+    // A tmux server of this test's own: TMUX_TMPDIR holds its socket.
+    temp_dir tmp;
+    ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-terminal=tmux"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 2));
+    auto pids = it::node_pids(cached_path(TLAUNCH_REMOTE_PROGRAM_EXE));
+    const std::string session = fmt::format("tlaunch-{}", p.pid());
+    CHECK(has(p.err(), "[launcher] tmux session " + session));
+    CHECK(shows(session, "worker/0", "ready pid="));
+    CHECK(shows(session, "worker/1", "ready pid="));
+    // Closing the session stops the program.
+    CHECK(it::run({"/usr/bin/tmux", "kill-session", "-t", session}, 10s).code == 0);
+    int code = p.wait_or_kill(30s);
+    ::unsetenv("TMUX_TMPDIR");
+    CAPTURE(p.all());
+    CHECK(code == 143);
+    CHECK(it::all_gone(pids, 10s));
+    CHECK_FALSE(fs::exists(fs::temp_directory_path() / session));  // the windows' files
+
+    // A program that ends by itself leaves its windows readable until the session is closed.
+    ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-terminal=tmux"},
+                                {"where"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    auto at = r.err.find("[launcher] tmux session ");
+    REQUIRE(at != std::string::npos);
+    const std::string ended = r.err.substr(at + 24, r.err.find(',', at) - at - 24);
+    CHECK(shows(ended, "worker/1", "reached at 127.0.0.3"));
+    CHECK(it::run({"/usr/bin/tmux", "kill-session", "-t", ended}, 10s).code == 0);
+    ::unsetenv("TMUX_TMPDIR");
   }
 
   TEST_CASE("a binary that cannot run there fails the launch naming node and host") {

@@ -54,6 +54,7 @@ struct options {
   std::map<std::string, std::string> launcher_flags;
   // node process (set by the launcher, never by hand)
   std::string role;
+  bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/agent.hpp)
   std::string coordinator;
   std::vector<std::string> user_args;
   bool help = false;
@@ -302,6 +303,9 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       o.passthrough.push_back("--env=" + v);
     } else if (name == "--tlaunch-role") {
       o.role = need();
+    } else if (name == "--tlaunch-agent") {
+      flag_only();
+      o.agent = true;
     } else if (name == "--tlaunch-coordinator") {
       o.coordinator = need();
     } else {

@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
+#include <string_view>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "../detail/self_exe.hpp"
 #include "../program.hpp"
@@ -29,13 +33,19 @@ int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer&
     for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat)
       places.push_back({flat, std::string(n.name) + "/" + std::to_string(r), ""});
   std::string exe = tlaunch::detail::self_exe<launch_error>();
-  return coord.run(places, [&](const placement&, std::uint16_t port,
+  int code = coord.run(places, [&](const placement&, std::uint16_t port,
                                const std::vector<std::string>& tail, child_callbacks cb) {
     // Launch flags first: the tail ends with `-- <program arguments>`.
     std::vector<std::string> argv{exe, "--tlaunch-coordinator=127.0.0.1:" + std::to_string(port)};
     argv.insert(argv.end(), tail.begin(), tail.end());
     return start_local_child(argv, std::move(cb));
   });
+  if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1")
+    out.print("launcher", stream::err,
+              fmt::format("timings: {} nodes; start of the nodes to all registered {} ms; stop {} ms",
+                          places.size(), coord.time_to_registered().count(),
+                          coord.time_to_stop().count()));
+  return code;
 }
 
 struct local_mp_launcher {

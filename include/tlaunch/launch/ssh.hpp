@@ -1,8 +1,15 @@
-// ssh: node processes on other hosts. The launcher opens SSH sessions to every
+// ssh: node processes on other hosts. The launcher opens an SSH session to every
 // host (in parallel), copies this binary by SFTP into a cache keyed by its build
-// id, and starts each node there with its role; the nodes dial back to the
-// coordinator on an address of this machine that the host reaches.
+// id, and starts it once per host as an agent (launch/agent.hpp), through the login
+// shell; the agent forks that host's nodes. The nodes dial back to the coordinator
+// on an address of this machine that the host reaches, as with any launcher: the
+// agent relays only their output, exit statuses, stdin and kills.
+// --ssh-per-node-exec starts each node through an exec channel of its own instead
+// (the path before the agent, kept for the launch benchmark's comparison).
 #pragma once
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,14 +25,18 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "../detail/build_id.hpp"
 #include "../detail/self_exe.hpp"
 #include "../program.hpp"
+#include "agent.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "output.hpp"
 #include "placement.hpp"
+#include "ssh/tmux_terminal.hpp"
 #include "ssh_session.hpp"
 
 namespace tlaunch::launch {
@@ -42,7 +53,9 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
   auto hosts = listed_hosts(o.hosts, o.hostfile, "ssh");
   auto places = place_instances(nodes, o.place, hosts);
 
-  // sshd allows 10 sessions (channels) per connection by default: 8 nodes a connection.
+  // Per-node exec: sshd allows 10 sessions (channels) per connection by default, so 8
+  // nodes a connection. With agents: one connection, one channel per host.
+  const bool per_node = o.launcher_flags.count("--ssh-per-node-exec") != 0;
   constexpr std::size_t nodes_per_session = 8;
   std::map<std::string, std::size_t> per_host;
   for (auto& pl : places) ++per_host[pl.host];
@@ -66,12 +79,13 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
   // Every host at once; per host at most ssh_parallel handshakes at a time.
   std::vector<std::thread> workers;
   std::mutex mu;
+  auto sessions_up = began;  // when the last host's sessions were logged in
   for (auto& [h, count] : per_host) {
     workers.emplace_back([&, h = h, count = count] {
       auto& hs = by_host[h];
       try {
         auto spec = ssh::host_spec::parse(h);
-        std::size_t want = (count + nodes_per_session - 1) / nodes_per_session;
+        std::size_t want = per_node ? (count + nodes_per_session - 1) / nodes_per_session : 1;
         std::vector<std::unique_ptr<ssh::session>> got(want);
         for (std::size_t base = 0; base < want; base += o.ssh_parallel) {
           std::vector<std::future<void>> batch;
@@ -80,6 +94,10 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
               got[i] = std::make_unique<ssh::session>(ssh::session::connect(spec, so));
             }));
           for (auto& f : batch) f.get();
+        }
+        {
+          std::lock_guard lk(mu);
+          sessions_up = std::max(sessions_up, std::chrono::steady_clock::now());
         }
         // upload_cached reports (0, total) only when it really copies; a cached
         // binary reports (total, total) alone and gets the "already cached" line.
@@ -120,27 +138,77 @@ int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out)
   for (auto& [h, hs] : by_host)
     for (auto& s : hs.sessions) any_v6 = any_v6 || s->local_address().find(':') != std::string::npos;
   coord.listen(!o.coordinator_host.empty() ? o.coordinator_host : any_v6 ? "::" : "0.0.0.0");
+  // --ssh-terminal=tmux: a window per node instance, following its output.
+  std::unique_ptr<ssh::tmux_terminal> terminal;
+  if (auto t = o.launcher_flags.find("--ssh-terminal"); t != o.launcher_flags.end()) {
+    terminal = std::make_unique<ssh::tmux_terminal>(fmt::format("tlaunch-{}", ::getpid()));
+    out.print("launcher", stream::err,
+              fmt::format("tmux session {}, one window per node: tmux attach -t {}",
+                          terminal->name(), terminal->name()));
+  }
+  // Agent mode: each host's agent starts with the first node placed there.
+  std::map<std::string, std::shared_ptr<agent_link>> agents;
+  auto dial_address = [&](ssh::session& s, std::uint16_t port) {
+    std::string dial = o.coordinator_host.empty() ? s.local_address() : o.coordinator_host;
+    if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
+    return "--tlaunch-coordinator=" + dial + ":" + std::to_string(port);
+  };
+  bool terminal_watching = false;
   int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
                                    const std::vector<std::string>& tail, child_callbacks cb) {
     auto& hs = by_host[pl.host];
+    if (terminal) {
+      std::string where = pl.id + "@" + pl.host;
+      bool first = !terminal_watching;
+      terminal->add_window(where, pl.id);
+      cb.on_line = [t = terminal.get(), where, inner = std::move(cb.on_line)](
+                       stream st, std::string_view line) {
+        t->line(where, line);
+        if (inner) inner(st, line);
+      };
+      if (first) {
+        terminal_watching = true;
+        // The user closed the session: stop the program as SIGTERM does.
+        terminal->watch([] { ::kill(::getpid(), SIGTERM); });
+      }
+    }
+    if (!per_node) {
+      auto& s = *hs.sessions[0];
+      auto& link = agents[pl.host];
+      if (!link) {
+        link = agent_link::start(
+            [&](child_callbacks acb) {
+              return s.exec("exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent",
+                            std::move(acb));
+            },
+            pl.host,
+            [&out, where = "agent@" + pl.host](stream st, std::string_view line) {
+              out.print(where, st, line);
+            });
+      }
+      // Launch flags first: the tail ends with `-- <program arguments>`.
+      std::vector<std::string> args{dial_address(s, port)};
+      args.insert(args.end(), tail.begin(), tail.end());
+      return link->spawn(args, std::move(cb));
+    }
     auto& s = *hs.sessions[(hs.used++ / nodes_per_session) % hs.sessions.size()];
-    std::string dial = o.coordinator_host.empty() ? s.local_address() : o.coordinator_host;
-    if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
     // Launch flags first: the tail ends with `-- <program arguments>`.
     std::string cmd = "exec " + ssh::shell_quote(hs.remote_path) + " " +
-                      ssh::shell_quote("--tlaunch-coordinator=" + dial + ":" + std::to_string(port));
+                      ssh::shell_quote(dial_address(s, port));
     for (auto& a : tail) cmd += " " + ssh::shell_quote(a);
     return s.exec(cmd, std::move(cb));
   });
+  agents.clear();  // EOF to each agent: it exits
+  if (terminal) terminal->stop_watching();  // the windows stay, readable, until closed
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
     auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     out.print("launcher", stream::err,
-              "timings: " + std::to_string(places.size()) + " nodes on " +
-                  std::to_string(by_host.size()) + " hosts; ssh sessions and upload " +
-                  std::to_string(ms(launched - began)) + " ms; start of the nodes to all registered " +
-                  std::to_string(coord.time_to_registered().count()) + " ms; stop " +
-                  std::to_string(coord.time_to_stop().count()) + " ms; total " +
-                  std::to_string(ms(std::chrono::steady_clock::now() - began)) + " ms");
+              fmt::format("timings: {} nodes on {} hosts{}; ssh sessions {} ms; upload {} ms; "
+                          "start of the nodes to all registered {} ms; stop {} ms; total {} ms",
+                          places.size(), by_host.size(), per_node ? " (per-node exec)" : "",
+                          ms(sessions_up - began), ms(launched - sessions_up),
+                          coord.time_to_registered().count(), coord.time_to_stop().count(),
+                          ms(std::chrono::steady_clock::now() - began)));
   }
   return code;
 }
@@ -153,6 +221,10 @@ struct ssh_launcher {
   --ssh-accept-new         accept and record unknown host keys
   --known-hosts=FILE       known_hosts file (default ~/.ssh/known_hosts)
   --ssh-parallel=N         SSH handshakes at once per host (default 8)
+  --ssh-per-node-exec      start every node through an SSH exec of its own instead of
+                           one agent per host (slower: for comparison)
+  --ssh-terminal=tmux      a local tmux session with a window per node showing its
+                           output; closing the session stops the program
 )";
   static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
     if (name == "--ssh-identity") {
@@ -162,6 +234,13 @@ struct ssh_launcher {
       o.ssh_accept_new = true;
     } else if (name == "--known-hosts") {
       o.known_hosts = r.value();
+    } else if (name == "--ssh-terminal") {
+      std::string v = r.value();
+      if (v != "tmux") throw usage_error("--ssh-terminal: '" + v + "' is not tmux");
+      o.launcher_flags[name] = v;
+    } else if (name == "--ssh-per-node-exec") {
+      r.no_value();
+      o.launcher_flags[name] = "";
     } else if (name == "--ssh-parallel") {
       o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
       if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");

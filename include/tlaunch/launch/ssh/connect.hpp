@@ -10,8 +10,15 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <fcntl.h>
+#include <cerrno>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "error.hpp"
@@ -58,6 +65,46 @@ inline void set_keepalive(int fd, const session_options& o) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+}
+
+// The known_hosts file libssh uses for s (after ssh_connect, with ~ expanded); "" if unknown.
+inline std::string known_hosts_path(ssh_session s) {
+  char* p = nullptr;
+  if (ssh_options_get(s, SSH_OPTIONS_KNOWNHOSTS, &p) != SSH_OK || p == nullptr) return {};
+  std::string out = p;
+  ssh_string_free_char(p);
+  return out;
+}
+
+// Records the host key of s in known_hosts once, however many sessions (threads of this
+// launcher, or launchers started at the same time) accept new keys at once: libssh's own
+// "create ~/.ssh, then append" races with itself. One thread at a time in this process, an
+// exclusive flock on the file across processes, the directory created tolerating EEXIST, and
+// the key checked again under the lock (another launcher may just have recorded it).
+// Returns libssh's error text, or "" when the key is recorded.
+inline std::string record_host_key(ssh_session s) {
+  static std::mutex in_process;
+  std::lock_guard lk(in_process);
+  std::string path = known_hosts_path(s);
+  int fd = -1;
+  if (!path.empty()) {
+    std::error_code ec;
+    auto dir = std::filesystem::path(path).parent_path();
+    if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+      std::filesystem::create_directories(dir, ec);  // EEXIST from a racing process is fine
+      std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+    }
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  std::string why;
+  if (ssh_session_is_known_server(s) != SSH_KNOWN_HOSTS_OK &&
+      ssh_session_update_known_hosts(s) != SSH_OK)
+    why = ssh_get_error(s);
+  if (fd >= 0) ::close(fd);  // releases the lock
+  return why;
 }
 
 }  // namespace detail
@@ -137,8 +184,8 @@ inline void check_host_key(ssh_session s, const host_spec& host, const session_o
                               "); check the fingerprint and pass --ssh-accept-new to record it, "
                               "or add it with ssh-keyscan");
       }
-      if (ssh_session_update_known_hosts(s) != SSH_OK) {
-        throw error(host, "cannot record the host key in " + known + ": " + ssh_get_error(s));
+      if (auto why = detail::record_host_key(s); !why.empty()) {
+        throw error(host, "cannot record the host key in " + known + ": " + why);
       }
       return;
     case SSH_KNOWN_HOSTS_ERROR:

@@ -6,7 +6,7 @@ packages=(
   g++ clang cmake ninja-build meson pkg-config
   libasio-dev libcereal-dev libssh-dev libssl-dev libfmt-dev doctest-dev
   openssh-server openssh-client procps python3
-  slurm-wlm munge
+  slurm-wlm munge tmux
 )
 
 missing=()

@@ -28,7 +28,7 @@ namespace tlaunch::store {
 //   store::table_config{.name = "replay", .sampler = store::prioritized(0.6),
 //                       .max_size = 100'000, .limiter = store::min_size(1000)}
 struct table_config {
-  std::string_view name;
+  std::string_view name = {};
   selector_spec sampler = uniform();
   selector_spec remover = fifo();  // picks the item to delete when an insert finds the table full
   std::uint64_t max_size = std::numeric_limits<std::uint64_t>::max();
@@ -47,7 +47,7 @@ struct sampled_item {
   std::uint32_t times_sampled = 0;  // including this sample
   double probability = 1;           // of this pick (for importance weights)
   std::uint64_t table_size = 0;     // when it was picked
-  tlaunch::bytes data;
+  tlaunch::bytes data = {};
   template <class Ar>
   void serialize(Ar& ar) {
     ar(key, priority, times_sampled, probability, table_size, data);
@@ -55,7 +55,7 @@ struct sampled_item {
 };
 
 struct table_info {
-  std::string name;
+  std::string name = {};
   std::uint64_t size = 0, max_size = 0;
   std::uint32_t max_times_sampled = 0;
   std::int64_t inserts = 0, samples = 0, deletes = 0;  // since the table was made (checkpoints keep them)
@@ -172,11 +172,17 @@ class table {
   template <class Ar>
   void load(Ar& ar) {
     std::string name;
-    std::int64_t inserts = 0, samples = 0, deletes = 0;
-    std::uint64_t n = 0;
-    ar(name, inserts, samples, deletes, next_key_, n);
+    ar(name);
     if (name != name_)
       throw std::runtime_error("store::table " + name_ + ": checkpoint holds table " + name);
+    load_after_name(ar);
+  }
+  // The rest of a record whose name the caller has read.
+  template <class Ar>
+  void load_after_name(Ar& ar) {
+    std::int64_t inserts = 0, samples = 0, deletes = 0;
+    std::uint64_t n = 0;
+    ar(inserts, samples, deletes, next_key_, n);
     items_.clear();
     sampler_ = make_selector(config_.sampler);
     remover_ = make_selector(config_.remover);

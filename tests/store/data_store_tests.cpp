@@ -1,4 +1,6 @@
 #include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/io_context.hpp>
 #include <chrono>
 #include <filesystem>
@@ -67,12 +69,40 @@ T run_now(asio::awaitable<T> a) {
   return std::move(*out);
 }
 
-constexpr auto limited = tlaunch::program(tlaunch::node<"replay", data_store>(
-    store::table_config{.name = "min", .limiter = store::min_size(3)},
-    store::table_config{.name = "ratio",
-                        .sampler = store::fifo(),
-                        .limiter = store::sample_to_insert_ratio(1.0, 2, 1.0)},
-    store::queue_table("queue", 2), store::options{.seed = 1}));
+// Cancels waits with Asio's `||` from inside a node, as a program would.
+struct Prober {
+  tlaunch::handle<data_store> store;
+  asio::awaitable<std::string> cancel_waits() {
+    using namespace asio::experimental::awaitable_operators;
+    auto ex = co_await asio::this_coro::executor;
+    std::string out;
+    // A sample call cancelled while it waits: the node drops the waiter.
+    asio::steady_timer t1(ex, 20ms);
+    auto r1 = co_await (store.call<&data_store::sample>(std::string("queue"), 1u) ||
+                        t1.async_wait(asio::use_awaitable));
+    out += r1.index() == 1 ? "call cancelled;" : "call returned;";
+    // A sampler's next() cancelled: its call stays in flight and the next next() gets the item.
+    store::sampler<> s(store, "queue", 1);
+    asio::steady_timer t2(ex, 20ms);
+    auto r2 = co_await (s.next() || t2.async_wait(asio::use_awaitable));
+    out += r2.index() == 1 ? "next cancelled;" : "next returned;";
+    auto late = items({"late"});  // (g++ 12 rejects a braced list inside a co_await expression)
+    co_await store.call<&data_store::insert>(std::string("queue"), std::move(late));
+    auto x = co_await s.next();
+    out += std::string(x.value.view());
+    co_return out;
+  }
+  using rpc = tlaunch::methods<&Prober::cancel_waits>;
+};
+
+constexpr auto limited = tlaunch::program(
+    tlaunch::node<"replay", data_store>(
+        store::table_config{.name = "min", .limiter = store::min_size(3)},
+        store::table_config{.name = "ratio",
+                            .sampler = store::fifo(),
+                            .limiter = store::sample_to_insert_ratio(1.0, 2, 1.0)},
+        store::queue_table("queue", 2), store::options{.seed = 1}),
+    tlaunch::node<"prober", Prober>(tlaunch::ref<"replay">));
 
 // The many-writers program: writers put every step into a queue (each item sampled
 // once) and into a table whose items may be sampled twice; samplers report what they
@@ -228,6 +258,21 @@ TEST_SUITE("data_store") {
     big[777] = 'y';
     h.sync<&data_store::insert>(std::string("queue"), items({big}));
     CHECK(text_of(h.sync<&data_store::sample>(std::string("queue"), 1u).at(0)) == big);
+  }
+
+  TEST_CASE("Asio cancellation ends a wait; a cancelled sampler.next() loses nothing") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::launch::options o;
+      o.force_wire = wire;
+      tlaunch::testing::test_launch t(limited, o);
+      auto h = t.get<"replay">();
+      CHECK(t.get<"prober">().sync<&Prober::cancel_waits>() == "call cancelled;next cancelled;late");
+      CHECK(no_waiting_samples(h, "queue"));
+      auto q = table_info_of(h, "queue");
+      CHECK(q.samples == 1);
+      CHECK(q.size == 0);
+    }
   }
 
   TEST_CASE("checkpoint on request and at destruction, restored at construction") {

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <asio/awaitable.hpp>
-#include <asio/bind_executor.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
@@ -67,19 +69,24 @@ T decode(const tlaunch::bytes& b) {
 namespace detail {
 
 // The reply of a call in flight, delivered on the caller's executor. Awaiting it can be
-// cancelled (a tlaunch::future's own wait cannot) without losing it: the call stays in
-// flight and the next await takes its reply.
+// cancelled without losing it: the call stays in flight and the next await takes its
+// reply. cancel() cancels the call itself (on the node too).
 template <class R>
 class pending_reply {
  public:
   pending_reply() = default;
-  pending_reply(tlaunch::future<R> f, const asio::any_io_executor& ex) : s_(std::make_shared<state>()) {
-    f.async_wait(asio::bind_executor(ex, [s = s_](std::exception_ptr e, R v) {
-      s->error = std::move(e);
-      s->value = std::move(v);
-      s->done = true;
-      if (s->waiting) s->waiting->cancel();
-    }));
+  pending_reply(asio::awaitable<R> call, const asio::any_io_executor& ex) : s_(std::make_shared<state>()) {
+    asio::co_spawn(ex, std::move(call),
+                   asio::bind_cancellation_slot(s_->cancel.slot(), [s = s_](std::exception_ptr e, R v) {
+                     s->error = std::move(e);
+                     s->value = std::move(v);
+                     s->done = true;
+                     if (s->waiting) s->waiting->cancel();
+                   }));
+  }
+  // On the caller's executor.
+  void cancel() {
+    if (s_ && !s_->done) s_->cancel.emit(asio::cancellation_type::terminal);
   }
   bool active() const { return s_ != nullptr; }
 
@@ -107,6 +114,7 @@ class pending_reply {
     R value{};
     bool done = false;
     asio::steady_timer* waiting = nullptr;
+    asio::cancellation_signal cancel;
   };
   std::shared_ptr<state> s_;
 };
@@ -156,7 +164,7 @@ class writer {
     std::vector<insert_item> batch;
     batch.swap(pending_);
     in_flight_ = detail::pending_reply<std::vector<item_key>>(
-        store_.async<&data_store::insert>(opt_, table_, std::move(batch)),
+        store_.call<&data_store::insert>(opt_, table_, std::move(batch)),
         co_await asio::this_coro::executor);
   }
   asio::awaitable<void> settle() {
@@ -178,13 +186,19 @@ class writer {
 // items, and the next call is in flight while the reader takes the last batch. Items
 // fetched count as sampled in the table whether or not next() hands them out; a
 // cancelled next() (e.g. `co_await (s.next() || timer)`) leaves its call in flight and
-// the next next() takes its items.
+// the next next() takes its items. Destroying the sampler cancels its call (items the
+// node has already sent back by then are lost).
 template <class T = tlaunch::bytes>
 class sampler {
  public:
   sampler(tlaunch::handle<data_store> store, std::string table, std::uint32_t prefetch = 16,
           call_options opt = {})
       : store_(std::move(store)), table_(std::move(table)), prefetch_(prefetch ? prefetch : 1), opt_(opt) {}
+  sampler(const sampler&) = delete;
+  sampler& operator=(const sampler&) = delete;
+  // Cancels the call in flight, so that it takes no more items; destroy it on the
+  // executor that called next().
+  ~sampler() { in_flight_.cancel(); }
 
   asio::awaitable<sampled<T>> next() {
     auto ex = co_await asio::this_coro::executor;
@@ -203,7 +217,7 @@ class sampler {
  private:
   void request(const asio::any_io_executor& ex) {
     in_flight_ = detail::pending_reply<std::vector<sampled_item>>(
-        store_.async<&data_store::sample>(opt_, table_, prefetch_), ex);
+        store_.call<&data_store::sample>(opt_, table_, prefetch_), ex);
   }
 
   tlaunch::handle<data_store> store_;

@@ -5,10 +5,11 @@
 //   ./store_bench --launch=local_mp                       # 1 KiB and 64 KiB, 1/8/64 clients
 //   ./store_bench --launch=local_mp -- --mib=32 --clients=1,8 --sizes=1024
 //
-// Per row: K writer coroutines (store::writer, about 256 KiB per insert call) insert
-// --mib MiB of items, then K sampler coroutines (store::sampler, the same prefetch) sample
-// as many. The table keeps at most 1024 items (FIFO remover), samples uniformly and
-// never deletes on sampling, so samplers never wait.
+// Per row: K writer coroutines (store::writer, --call-kib KiB per insert call) insert
+// --mib MiB of items, then K sampler coroutines (store::sampler, as many per call) sample
+// as many. The table keeps at most 256 items (FIFO remover), samples uniformly and
+// never deletes on sampling, so samplers never wait; a row inserts at least 256 items,
+// so its samples are its own items.
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <chrono>
@@ -31,13 +32,15 @@ struct bench_options {
   std::size_t mib = 128;
   std::vector<std::size_t> sizes{1024, 65536};
   std::vector<std::size_t> clients{1, 8, 64};
+  std::size_t call_kib = 256;
 };
 
 constexpr const char* usage =
     "store_bench [launch flags] -- [--mib=N] [--sizes=B1,B2] [--clients=K1,K2]\n"
     "  --mib=N          MiB inserted and then sampled per row (default 128)\n"
     "  --sizes=B,...    item sizes in bytes (default 1024,65536)\n"
-    "  --clients=K,...  concurrent writers, then samplers (default 1,8,64)\n";
+    "  --clients=K,...  concurrent writers, then samplers (default 1,8,64)\n"
+    "  --call-kib=N     KiB of items per insert or sample call (default 256)\n";
 
 std::vector<std::size_t> number_list(const std::string& flag, const std::string& v) {
   std::vector<std::size_t> out;
@@ -70,6 +73,7 @@ bench_options parse_options(const std::vector<std::string>& args) {
     if (flag == "--mib") o.mib = number_list(flag, v).at(0);
     else if (flag == "--sizes") o.sizes = number_list(flag, v);
     else if (flag == "--clients") o.clients = number_list(flag, v);
+    else if (flag == "--call-kib") o.call_kib = number_list(flag, v).at(0);
     else {
       std::string msg = "store_bench: unknown option ";
       msg.append(a).append("\n").append(usage);
@@ -108,6 +112,8 @@ std::string size_name(std::size_t b) {
   return b % 1024 == 0 ? std::to_string(b / 1024) + " KiB" : std::to_string(b) + " B";
 }
 
+constexpr std::size_t table_size = 256;
+
 struct Driver {
   tlaunch::handle<tlaunch::data_store> store;
 
@@ -122,11 +128,10 @@ struct Driver {
     std::printf("| item | clients | insert items/s | insert MB/s | sample items/s | sample MB/s |\n");
     std::printf("| --- | --- | --- | --- | --- | --- |\n");
     for (std::size_t size : o.sizes) {
-      // About 256 KiB per call.
-      std::size_t batch = std::max<std::size_t>(1, (256 * 1024) / size);
+      std::size_t batch = std::max<std::size_t>(1, o.call_kib * 1024 / size);
       tlaunch::bytes payload(std::string(size, 'x'));
       for (std::size_t k : o.clients) {
-        std::size_t total = std::max<std::size_t>(k, o.mib * 1024 * 1024 / size);
+        std::size_t total = std::max<std::size_t>({k, table_size, o.mib * 1024 * 1024 / size});
         std::size_t per_client = total / k;
         total = per_client * k;
 
@@ -159,7 +164,7 @@ struct Driver {
 
 constexpr auto program = tlaunch::program(
     tlaunch::node<"store", tlaunch::data_store>(store::table_config{
-        .name = "bench", .sampler = store::uniform(), .remover = store::fifo(), .max_size = 1024}),
+        .name = "bench", .sampler = store::uniform(), .remover = store::fifo(), .max_size = table_size}),
     tlaunch::node<"driver", Driver>(tlaunch::ref<"store">));
 
 }  // namespace

@@ -5,7 +5,7 @@
 //   ./store_bench --launch=local_mp                       # 1 KiB and 64 KiB, 1/8/64 clients
 //   ./store_bench --launch=local_mp -- --mib=32 --clients=1,8 --sizes=1024
 //
-// Per row: K writer coroutines (store::writer, --call-kib KiB per insert call) insert
+// Per row: K writer coroutines (store::writer, 16 items or --call-kib KiB per call) insert
 // --mib MiB of items, then K sampler coroutines (store::sampler, as many per call) sample
 // as many. The table keeps at most 256 items (FIFO remover), samples uniformly and
 // never deletes on sampling, so samplers never wait; a row inserts at least 256 items,
@@ -32,7 +32,7 @@ struct bench_options {
   std::size_t mib = 128;
   std::vector<std::size_t> sizes{1024, 65536};
   std::vector<std::size_t> clients{1, 8, 64};
-  std::size_t call_kib = 256;
+  std::size_t call_kib = 0;  // 0: 16 items per call, the clients' default
 };
 
 constexpr const char* usage =
@@ -40,7 +40,7 @@ constexpr const char* usage =
     "  --mib=N          MiB inserted and then sampled per row (default 128)\n"
     "  --sizes=B,...    item sizes in bytes (default 1024,65536)\n"
     "  --clients=K,...  concurrent writers, then samplers (default 1,8,64)\n"
-    "  --call-kib=N     KiB of items per insert or sample call (default 256)\n";
+    "  --call-kib=N     KiB of items per insert or sample call (default: 16 items, as the clients)\n";
 
 std::vector<std::size_t> number_list(const std::string& flag, const std::string& v) {
   std::vector<std::size_t> out;
@@ -128,7 +128,7 @@ struct Driver {
     std::printf("| item | clients | insert items/s | insert MB/s | sample items/s | sample MB/s |\n");
     std::printf("| --- | --- | --- | --- | --- | --- |\n");
     for (std::size_t size : o.sizes) {
-      std::size_t batch = std::max<std::size_t>(1, o.call_kib * 1024 / size);
+      std::size_t batch = o.call_kib ? std::max<std::size_t>(1, o.call_kib * 1024 / size) : 16;
       tlaunch::bytes payload(std::string(size, 'x'));
       for (std::size_t k : o.clients) {
         std::size_t total = std::max<std::size_t>({k, table_size, o.mib * 1024 * 1024 / size});

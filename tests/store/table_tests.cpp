@@ -203,7 +203,7 @@ TEST_SUITE("store table") {
     table t(queue_table("q", 3));
     for (int i = 0; i < 3; ++i) {
       REQUIRE(t.can_insert());
-      t.insert(0, 1.0, text("item" + std::to_string(i)));
+      t.insert(0, 1.0, text(std::string("item").append(std::to_string(i))));
     }
     CHECK_FALSE(t.can_insert());
     auto a = t.sample();

@@ -77,7 +77,7 @@ class table {
         limiter_(c.limiter),
         rng_(seed) {
     if (name_.empty()) throw std::invalid_argument("store::table: empty name");
-    if (c.max_size == 0) throw std::invalid_argument("store::table " + name_ + ": max_size 0");
+    if (c.max_size == 0) throw std::invalid_argument(message(": max_size 0"));
   }
 
   const std::string& name() const { return name_; }
@@ -93,7 +93,7 @@ class table {
   // insert). Key 0 takes the table's next free key. A full table first deletes the
   // remover's pick. Returns the key. Does not consult the rate limiter.
   item_key insert(item_key key, double priority, tlaunch::bytes data) {
-    if (!(priority >= 0)) throw std::invalid_argument("store::table " + name_ + ": priority < 0 or NaN");
+    if (!(priority >= 0)) throw std::invalid_argument(message(": priority < 0 or NaN"));
     if (key == 0) {
       while (next_key_ == 0 || items_.count(next_key_)) ++next_key_;
       key = next_key_++;
@@ -113,7 +113,7 @@ class table {
   // Picks an item with the sampler and counts the sample; an item that reaches
   // max_times_sampled is deleted. Requires size() > 0; does not consult the rate limiter.
   sampled_item sample() {
-    if (items_.empty()) throw std::logic_error("store::table " + name_ + ": sample of an empty table");
+    if (items_.empty()) throw std::logic_error(message(": sample of an empty table"));
     selection s = sampler_->select(rng_);
     stored& it = items_.at(s.key);
     ++it.times_sampled;
@@ -125,7 +125,7 @@ class table {
 
   // False when no item has that key.
   bool update_priority(item_key key, double priority) {
-    if (!(priority >= 0)) throw std::invalid_argument("store::table " + name_ + ": priority < 0 or NaN");
+    if (!(priority >= 0)) throw std::invalid_argument(message(": priority < 0 or NaN"));
     auto it = items_.find(key);
     if (it == items_.end()) return false;
     it->second.priority = priority;
@@ -174,7 +174,7 @@ class table {
     std::string name;
     ar(name);
     if (name != name_)
-      throw std::runtime_error("store::table " + name_ + ": checkpoint holds table " + name);
+      throw std::runtime_error(message(": checkpoint holds table ").append(name));
     load_after_name(ar);
   }
   // The rest of a record whose name the caller has read.
@@ -208,6 +208,13 @@ class table {
   }
 
  private:
+  // Built by appending: g++ 12 at -O3 warns (-Wrestrict) on "literal" + std::string.
+  std::string message(std::string_view what) const {
+    std::string m = "store::table ";
+    m.append(name_).append(what);
+    return m;
+  }
+
   struct stored {
     double priority = 0;
     std::uint32_t times_sampled = 0;

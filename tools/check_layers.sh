@@ -4,7 +4,7 @@
 #   tools/check_layers.sh [--graph] [INCLUDE_DIR]
 #
 # Layers, bottom up (docs/ARCHITECTURE.md): detail (leaf helpers: includes no other
-# tlaunch folder) < wire < rpc < public (include/tlaunch/*.hpp) < launch < umbrella
+# tlaunch folder) < wire < rpc < public (include/tlaunch/*.hpp) < store < launch < umbrella
 # (main.hpp, tlaunch.hpp, testing.hpp). A header may include its own layer and those
 # below. Reads `#include "..."` (relative to the header, then to INCLUDE_DIR) and
 # `#include <tlaunch/...>` lines. --graph also prints the include edges by layer with
@@ -41,7 +41,7 @@ if [[ ! -d "$root/tlaunch" ]]; then
 fi
 root=$(cd "$root" && pwd)
 
-layer_names=(detail wire rpc public launch umbrella)
+layer_names=(detail wire rpc public store launch umbrella)
 
 # Sets `layer` to the layer index of a path relative to $root (tlaunch/...), or -1.
 # Functions here set variables rather than print: no subshell per include.
@@ -50,8 +50,9 @@ layer_of() {
     detail/*) layer=0 ;;
     wire/*) layer=1 ;;
     rpc/*) layer=2 ;;
-    launch/*) layer=4 ;;
-    main.hpp | tlaunch.hpp | testing.hpp) layer=5 ;;
+    store/*) layer=4 ;;
+    launch/*) layer=5 ;;
+    main.hpp | tlaunch.hpp | testing.hpp) layer=6 ;;
     */*) layer=-1 ;;  # a folder that has no layer yet
     *) layer=3 ;;
   esac

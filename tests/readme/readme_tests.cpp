@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@
 #include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <tlaunch/store/client.hpp>
 #include <tlaunch/testing.hpp>
 #include <tlaunch/tlaunch.hpp>
 
@@ -144,6 +146,56 @@ double simulate(int steps) {
   return steps * 0.5;
 }
 
+// ---- README: data store node ----
+struct transition {
+  int state = 0, action = 0;
+  float reward = 0;
+  template <class Ar>
+  void serialize(Ar& ar) { ar(state, action, reward); }
+};
+
+struct Actor {
+  tlaunch::handle<tlaunch::data_store> replay;
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    tlaunch::store::writer<transition> out(replay, "replay", 32);  // 32 items per insert call
+    for (int i = 0; i < 1000; ++i)
+      co_await out.append(transition{i, i % 4, 1.0f}, /*priority=*/1.0 + ctx.index());
+    co_await out.flush();  // the node has every item
+  }
+};
+
+struct Learner {
+  tlaunch::handle<tlaunch::data_store> replay;
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    tlaunch::store::sampler<transition> in(replay, "replay", 64);  // up to 64 items per call
+    float total = 0;
+    for (int i = 0; i < 2000; ++i) {
+      tlaunch::store::sampled<transition> x = co_await in.next();  // waits for the rate limiter
+      if (x.value.reward != 1.0f) throw std::runtime_error("corrupt item");
+      total += x.value.reward;
+      if (i % 100 == 0) {  // (g++ 12 rejects a braced list inside a co_await expression)
+        std::vector<tlaunch::store::priority_update> lower{{x.key, 0.5}};
+        co_await replay.call<&tlaunch::data_store::update_priorities>("replay", lower);
+      }
+    }
+    ctx.log("learned from {} samples", total);
+    ctx.stop_program();
+  }
+};
+
+namespace store = tlaunch::store;
+constexpr auto agent = tlaunch::program(
+    tlaunch::node<"replay", tlaunch::data_store>(
+        store::table_config{.name = "replay",
+                            .sampler = store::prioritized(0.6),
+                            .remover = store::fifo(),
+                            .max_size = 10'000,
+                            .limiter = store::sample_to_insert_ratio(2.0, 100, 50.0)},
+        store::queue_table("episodes", 100)),
+    tlaunch::node<"actor", Actor>(tlaunch::ref<"replay">).replicas(2),
+    tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">));
+// ---- end ----
+
 }  // namespace
 
 TEST_SUITE("readme") {
@@ -198,5 +250,12 @@ TEST_SUITE("readme") {
     CHECK(solver.sync<&Solver::ping>() == 1);  // answered while simulate() runs
     pinged.set_value();
     CHECK(result.get() == 4.0);
+  }
+
+  TEST_CASE("data store: actors write through a writer, a learner samples under the rate limiter") {
+    tlaunch::launch::options o;
+    o.force_wire = true;  // items cross loopback TCP, as between processes
+    tlaunch::testing::test_launch t(agent, o);
+    CHECK(t.wait() == 0);  // the learner got 2000 intact samples and stopped the program
   }
 }

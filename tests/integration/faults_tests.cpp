@@ -116,6 +116,23 @@ TEST_SUITE("faults") {
     CHECK(it::node_pids(marker).empty());
   }
 
+  TEST_CASE("--heartbeat: a node that stops answering is named, and the program stops") {
+    // worker/0 freezes itself (SIGSTOP) without closing anything; nobody stops the program.
+    // Heartbeats every second: its silence is noticed after three intervals. The bound below
+    // is a generous multiple of that; the launcher kills the frozen process after --grace.
+    auto marker = it::unique_marker("stall");
+    process p(faulty({"--launch=local_mp", "--heartbeat=1", "--grace=1"}, {"stall"}, marker));
+    auto pids = started_nodes(p, marker);
+    int code = p.wait_or_kill(30s);
+    CAPTURE(p.all());
+    CHECK(!p.timed_out());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "node worker/0 failed"));
+    CHECK(has(p.err(), "stopped answering"));
+    CHECK(it::all_gone(pids, 5s));
+    CHECK(it::node_pids(marker).empty());
+  }
+
   TEST_CASE("SIGTERM and SIGINT to the launcher stop every node") {
     for (int sig : {SIGTERM, SIGINT}) {
       CAPTURE(sig);

@@ -8,6 +8,8 @@
 //   hang              worker/0 blocks its thread and ignores the stop; worker/1 stops the program
 //   freeze            as hang, but worker/0 stops its whole process with SIGSTOP (local_mp
 //                     only), so its own grace-period exit cannot run and the launcher kills it
+//   stall             worker/0 stops its process with SIGSTOP and nobody stops the program:
+//                     only a liveness check (--heartbeat) notices
 //   lines N           worker/0 logs N lines, then stops the program
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 // Further arguments are ignored: tests add a unique marker to find the processes.
@@ -72,6 +74,10 @@ struct Worker {
       ctx.log("freezing this process");
       ::kill(::getpid(), SIGSTOP);
       for (;;) std::this_thread::sleep_for(50ms);
+    } else if (mode == "stall") {
+      ctx.log("stalling this process");
+      ::kill(::getpid(), SIGSTOP);
+      co_await ctx.stopped();
     } else if (mode == "lines") {
       int n = std::stoi(param);
       for (int i = 1; i <= n; ++i) ctx.log("line {} of {}", i, n);

@@ -394,6 +394,21 @@ TEST_SUITE("ssh_launch") {
     MESSAGE(r.err.substr(r.err.find("timings:")));
   }
 
+  TEST_CASE("the agent refuses a second start of an id it runs, and ends at EOF on stdin") {
+    // The agent's protocol over plain pipes (no sshd): "start ID HEX(args)..." twice with the
+    // same id. The second is answered "f ID HEX(already started)" instead of replacing (and
+    // waiting for) the first node; EOF then ends the agent and its node.
+    auto r = it::run({"/bin/sh", "-c",
+                      fmt::format("printf 'start a 2d2d68656c70\\nstart a 2d2d68656c70\\n' | "
+                                  "'{}' --tlaunch-agent",
+                                  TLAUNCH_REMOTE_PROGRAM_EXE)},
+                     30s);
+    CAPTURE(r.all);
+    CHECK(!r.timed_out);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "f a 616c72656164792073746172746564"));  // hex("already started")
+  }
+
   TEST_CASE("64 instances on three hosts: one agent per host starts them all, every one runs") {
     // 127.0.0.1 is not in the fixture's known_hosts: a copy, and its key accepted.
     temp_dir tmp;

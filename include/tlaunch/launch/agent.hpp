@@ -97,6 +97,8 @@ inline int run_agent() {
     if (w.size() < 2) return;
     std::string id(w[1]);
     if (w[0] == "start") {
+      // A second start of a running id would drop (and wait for) the first node.
+      if (nodes.count(id)) return emit("f " + id + " " + agent_detail::hex("already started"));
       std::vector<std::string> argv{exe};
       for (std::size_t i = 2; i < w.size(); ++i) {
         std::string a;

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -22,6 +24,7 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "error.hpp"
 #include "host_spec.hpp"
@@ -53,10 +56,14 @@ class io_loop {
     // thread_id_ must be set before anyone can post: on_io_thread() reads it
     auto started = std::make_shared<std::promise<void>>();
     auto ready = started->get_future();
-    loop->thread_ = std::thread([self = loop, started] {
+    live_threads& live = live_threads::get();  // constructed after libcrypto's exit handler
+    live.enter();
+    loop->thread_ = std::thread([self = loop, started, &live]() mutable {
       self->thread_id_ = std::this_thread::get_id();
       started->set_value();
       self->run();
+      self.reset();
+      live.leave();
     });
     ready.wait();
     return loop;
@@ -112,17 +119,58 @@ class io_loop {
   }
 
   // request_stop(), then waits for the thread; from the loop's own thread (a callback that
-  // drops the last user), detaches it instead: it holds its own reference and ends by itself.
+  // drops the last user), hands it to the registry instead, which joins it at exit: it holds
+  // its own reference and ends by itself.
   void stop_and_join() {
     request_stop();
     if (on_io_thread()) {
-      thread_.detach();
+      live_threads::get().adopt(std::move(thread_));
     } else if (thread_.joinable()) {
       thread_.join();
     }
   }
 
  private:
+  // Loop threads still running. A loop whose last user let go on its own thread is detached
+  // and ends by itself; if main() returns meanwhile, libcrypto's exit handler would free
+  // what that thread's ssh_free() (and its thread-exit cleanup) still uses. The registry is
+  // a function-local static made after libssh initialised libcrypto, so its destructor runs
+  // first: it waits (at most 10 s) for every loop to finish, then joins those threads.
+  class live_threads {
+   public:
+    static live_threads& get() {
+      static live_threads instance;
+      return instance;
+    }
+    void enter() {
+      std::lock_guard lock(mu_);
+      ++count_;
+    }
+    void leave() {
+      std::lock_guard lock(mu_);
+      if (--count_ == 0) cv_.notify_all();
+    }
+    void adopt(std::thread t) {
+      std::lock_guard lock(mu_);
+      orphans_.push_back(std::move(t));
+    }
+    ~live_threads() {
+      std::unique_lock lock(mu_);
+      bool done = cv_.wait_for(lock, std::chrono::seconds(10), [this] { return count_ == 0; });
+      for (auto& t : orphans_) {
+        if (done) t.join();  // only thread-exit cleanup is left
+        else t.detach();     // a loop still stuck in the network: exit anyway
+      }
+    }
+
+   private:
+    live_threads() = default;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    int count_ = 0;
+    std::vector<std::thread> orphans_;
+  };
+
   io_loop(host_spec host, ssh_session s, hooks h)
       : host_(std::move(host)), ssh_(s), hooks_(std::move(h)) {}
 

@@ -30,6 +30,8 @@
 
 namespace tlaunch {
 
+using rpc::restart_policy;
+
 // A reference to another node of the program by name.
 template <detail::fixed_string Name>
 struct ref_t {
@@ -44,6 +46,7 @@ struct node_spec {
   static constexpr auto name = Name;
   std::tuple<Args...> args;
   std::uint32_t replica_count = 1;
+  restart_policy restart_limits{};
 
   // Runs n instances of this node (overridable with --replicas name=n).
   constexpr node_spec replicas(std::uint32_t n) const {
@@ -51,12 +54,20 @@ struct node_spec {
     c.replica_count = n;
     return c;
   }
+  // Under launchers of node processes, a failed instance is restarted in a fresh
+  // process instead of stopping the program, within these limits (the count is
+  // overridable with --restart name=n). README, "Restarts".
+  constexpr node_spec restart(restart_policy p) const {
+    node_spec c = *this;
+    c.restart_limits = p;
+    return c;
+  }
 };
 
 template <detail::fixed_string Name, class T, class... Args>
 constexpr node_spec<Name, T, std::decay_t<Args>...> node(Args&&... args) {
   static_assert(!Name.view().empty(), "tlaunch::node: a node name cannot be empty");
-  return {{std::forward<Args>(args)...}, 1};
+  return {{std::forward<Args>(args)...}, 1, {}};
 }
 
 template <class... Nodes>
@@ -409,7 +420,8 @@ std::vector<node_info> describe(const program_t<Nodes...>& p,
              .name = std::remove_cvref_t<decltype(spec)>::name.view(),
              .type_name = type_name<typename std::remove_cvref_t<decltype(spec)>::type>(),
              .replicas = spec.replica_count,
-             .has_run = has_run<typename std::remove_cvref_t<decltype(spec)>::type>}),
+             .has_run = has_run<typename std::remove_cvref_t<decltype(spec)>::type>,
+             .restart = spec.restart_limits}),
          ...);
       },
       p.nodes);

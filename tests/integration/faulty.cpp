@@ -12,30 +12,52 @@
 //                     only a liveness check (--heartbeat) notices
 //   lines N           worker/0 logs N lines, then stops the program
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
+//   calls N           worker/0 makes N good calls to target.ping, retrying one that fails as
+//                     unavailable (target restarting), then stops the program
 // Further arguments are ignored: tests add a unique marker to find the processes.
 // FAULTY_SLOW_TARGET=SECONDS in the environment: target's constructor sleeps that long, so
 // the workers register and wait for a directory that comes only once target registers.
+// FAULTY_TARGET_CRASH=N: target aborts on the Nth call its process serves.
+// FAULTY_ONCE=FILE: the crash and the stall happen only while FILE does not exist (they
+// create it), so a restarted process behaves; a restarted stall worker stops the program.
+// target has a restart policy (3 restarts within 60 s); worker has none but --restart.
 // Every worker first logs "ready pid=<pid>".
 #include <tlaunch/tlaunch.hpp>
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 using namespace std::chrono_literals;
 
+// FAULTY_ONCE: true (and FILE made) the first time in any process; always true without it.
+bool fault_now() {
+  const char* once = std::getenv("FAULTY_ONCE");
+  if (once == nullptr) return true;
+  if (std::filesystem::exists(once)) return false;
+  std::ofstream(once) << "done\n";
+  return true;
+}
+
 struct Target {  // a plain service, the probe's good call goes here
   Target() {
     if (const char* s = std::getenv("FAULTY_SLOW_TARGET"))
       std::this_thread::sleep_for(std::chrono::seconds(std::atoi(s)));
   }
-  std::int64_t ping(std::int64_t x) const { return x + 1; }
+  std::int64_t ping(std::int64_t x) {
+    if (const char* n = std::getenv("FAULTY_TARGET_CRASH"))
+      if (++served == std::atoi(n) && fault_now()) std::abort();
+    return x + 1;
+  }
+  int served = 0;
   using rpc = tlaunch::methods<&Target::ping>;
 };
 
@@ -75,6 +97,11 @@ struct Worker {
       ::kill(::getpid(), SIGSTOP);
       for (;;) std::this_thread::sleep_for(50ms);
     } else if (mode == "stall") {
+      if (!fault_now()) {
+        ctx.log("restarted after a stall");
+        ctx.stop_program();
+        co_return;
+      }
       ctx.log("stalling this process");
       ::kill(::getpid(), SIGSTOP);
       co_await ctx.stopped();
@@ -87,6 +114,25 @@ struct Worker {
       auto r = co_await target.call<&Target::ping>(41);
       ctx.log("good call after bad input: {}", r);
       ctx.stop_program();
+    } else if (mode == "calls") {
+      int n = std::stoi(param), failed = 0;
+      for (int i = 1; i <= n;) {
+        bool ok = false;
+        try {
+          auto r = co_await target.call<&Target::ping>(tlaunch::call_options{.timeout = 5s},
+                                                       std::int64_t{i});
+          ctx.log("call {} -> {}", i, r);
+          ok = true;
+        } catch (const tlaunch::unavailable& e) {
+          if (failed++ == 0) ctx.log("call {} failed: {}", i, e.what());
+        }
+        if (ok)
+          ++i;
+        else
+          co_await ctx.sleep_for(50ms);
+      }
+      ctx.log("{} good calls, {} unavailable", n, failed);
+      ctx.stop_program();
     } else {
       throw std::invalid_argument("faulty: unknown mode '" + mode + "'");
     }
@@ -94,7 +140,8 @@ struct Worker {
 };
 
 constexpr auto program = tlaunch::program(
-    tlaunch::node<"target", Target>(),
+    tlaunch::node<"target", Target>().restart(
+        {.max_restarts = 3, .window = std::chrono::seconds(60), .backoff = 100ms}),
     tlaunch::node<"worker", Worker>(tlaunch::ref<"target">).replicas(2));
 
 int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }

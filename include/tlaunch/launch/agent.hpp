@@ -5,6 +5,7 @@
 // The protocol is lines on the agent's stdin and stdout (an SSH exec channel, or pipes in a
 // test). Launcher -> agent:
 //   start ID HEX(arg) HEX(arg)...   start this binary with these arguments as node ID
+//                                   (refused while ID's process runs; allowed after it ended)
 //   in ID HEX(bytes)                bytes for node ID's stdin (the launch secret goes this way)
 //   close ID                        EOF on node ID's stdin (a tlaunch node stops)
 //   kill ID                         SIGKILL to node ID's process group
@@ -97,8 +98,13 @@ inline int run_agent() {
     if (w.size() < 2) return;
     std::string id(w[1]);
     if (w[0] == "start") {
-      // A second start of a running id would drop (and wait for) the first node.
-      if (nodes.count(id)) return emit("f " + id + " " + agent_detail::hex("already started"));
+      // A second start of a running id would drop (and wait for) the first node; one
+      // whose process ended may start again (a restart).
+      if (auto it = nodes.find(id); it != nodes.end()) {
+        if (it->second->running())
+          return emit("f " + id + " " + agent_detail::hex("already started"));
+        nodes.erase(it);
+      }
       std::vector<std::string> argv{exe};
       for (std::size_t i = 2; i < w.size(); ++i) {
         std::string a;

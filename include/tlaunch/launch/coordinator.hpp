@@ -3,7 +3,9 @@
 // each the launch secret on stdin, collects registrations, hands out the
 // directory once all are in, and then watches: a failed node, a stop request,
 // the end of every run() body, Ctrl-C or SIGTERM stop the whole program with a
-// grace period, after which what is left is killed.
+// grace period, after which what is left is killed. A failed instance whose node has
+// a restart policy is started again instead (lifecycle.hpp: restart_budget); once it
+// registers, every process gets the directory again with its new address.
 #pragma once
 
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
+#include <fmt/format.h>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -60,9 +63,12 @@ class coordinator final : public rpc::connection_sink {
     cfg->max_unauthenticated =
         static_cast<std::uint32_t>(std::max<std::size_t>(o.max_unauthenticated, instances + 64));
     cfg_ = cfg;
+    apply_restart_flags(nodes_, o);
     for (auto& n : nodes_)
       for (std::uint32_t r = 0; r < n.replicas; ++r) {
         slots_.push_back({});
+        slots_.back().budget =
+            restart_budget(n.restart.max_restarts, n.restart.window, n.restart.backoff);
         slots_.back().id = std::string(n.name) + "/" + std::to_string(r);
         slots_.back().has_run = n.has_run;
         slots_.back().held = std::find(o.hold_stop.begin(), o.hold_stop.end(),
@@ -85,29 +91,30 @@ class coordinator final : public rpc::connection_sink {
     return acceptor_.local_endpoint().port();
   }
 
+  // A launcher that cannot start one instance again (one srun step for all): restart
+  // policies are ignored, with a warning when the program or --restart set one.
+  void without_restarts(const std::string& why) {
+    bool any = false;
+    for (auto& s : slots_) {
+      any = any || s.budget.max() > 0;
+      s.budget = restart_budget();
+    }
+    if (any) out_.print("launcher", stream::err, "restart policies are ignored: " + why);
+  }
+
   // Runs the program to its end; returns the launcher's exit code.
   int run(const std::vector<placement>& places, const spawn_fn& spawn) {
-    std::uint16_t port = acceptor_.local_endpoint().port();
+    port_ = acceptor_.local_endpoint().port();
+    spawn_ = &spawn;
     started_at_ = std::chrono::steady_clock::now();
     signals_.async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
-    std::string secret_line = tlaunch::detail::to_hex(secret_) + "\n";
+    secret_line_ = tlaunch::detail::to_hex(secret_) + "\n";
     for (const auto& p : places) {
       auto& s = slots_[p.flat];
       s.where = p.host.empty() ? s.id : s.id + "@" + p.host;
-      std::vector<std::string> tail = {"--tlaunch-role=" + s.id};
-      tail.insert(tail.end(), opt_.passthrough.begin(), opt_.passthrough.end());
-      child_callbacks cb;
-      std::uint32_t flat = p.flat;
-      cb.on_line = [this, flat](stream st, std::string_view line) {
-        out_.print(slots_[flat].where, st, line);
-      };
-      cb.on_exit = [this, flat](const exit_status& st) {
-        asio::post(io_, [this, flat, st] { on_exit(flat, st); });
-      };
+      s.place = p;
       try {
-        s.proc = spawn(p, port, tail, std::move(cb));
-        s.proc->write_stdin(secret_line);
-        ++alive_;
+        start_process(s);
       } catch (const std::exception& e) {
         s.exited = true;
         fail(s.where, std::string("cannot start: ") + e.what(), fault::exit_code);
@@ -127,7 +134,11 @@ class coordinator final : public rpc::connection_sink {
     });
     if (alive_ == 0) finish_if_done();
     io_.run();  // one thread: every state change below happens here
-    for (auto& s : slots_) s.proc.reset();
+    for (auto& s : slots_) {
+      s.proc.reset();
+      s.lost_timer.reset();
+      s.restart_timer.reset();
+    }
     life_.stopped();
     report();
     return life_.exit_code();
@@ -169,13 +180,14 @@ class coordinator final : public rpc::connection_sink {
       for (auto& s : slots_)
         if (s.conn == c) {
           s.conn.reset();
-          if (life_.stopping() || s.exited) continue;
+          if (life_.stopping() || s.exited || s.replacing) continue;
           // A process that dies closes its connection before its exit status is
           // known; wait a moment for that status, which says why (signal, code).
+          // One still running then (hung, cut off) is killed if it is restarted.
           s.lost_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(1));
-          s.lost_timer->async_wait([this, &s, reason](std::error_code ec) {
-            if (!ec && !life_.stopping() && !s.exited)
-              fail(s.where, "lost its connection: " + reason, fault::lost);
+          s.lost_timer->async_wait([this, &s, gen = s.gen, reason](std::error_code ec) {
+            if (!ec && gen == s.gen && !life_.stopping() && !s.exited)
+              failed(s, "lost its connection: " + reason, fault::lost, /*kill=*/true);
           });
         }
     });
@@ -196,9 +208,109 @@ class coordinator final : public rpc::connection_sink {
     bool killed = false;    // killed by us after the grace period
     bool held = false;      // options::hold_stop: its stop waits (tests only)
     bool stop_sent = false;
-    std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed
+    std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed; a restart's registration
     std::unique_ptr<asio::steady_timer> hold_timer;
+    // Restarts: where it runs, which start of it this is (callbacks of an earlier
+    // process are ignored), its budget, and whether this process is being replaced.
+    placement place;
+    std::uint32_t gen = 0;
+    restart_budget budget;
+    bool replacing = false;
+    std::string replace_reason;
+    std::unique_ptr<asio::steady_timer> restart_timer;  // the backoff
+    std::chrono::steady_clock::time_point ended_at;
   };
+
+  // Starts (again) the process of s; throws when it cannot be started.
+  void start_process(slot& s) {
+    std::vector<std::string> tail = {"--tlaunch-role=" + s.id};
+    tail.insert(tail.end(), opt_.passthrough.begin(), opt_.passthrough.end());
+    child_callbacks cb;
+    std::uint32_t flat = s.place.flat, gen = s.gen;
+    cb.on_line = [this, flat](stream st, std::string_view line) {
+      out_.print(slots_[flat].where, st, line);
+    };
+    cb.on_exit = [this, flat, gen](const exit_status& st) {
+      asio::post(io_, [this, flat, gen, st] { on_exit(flat, gen, st); });
+    };
+    s.proc = (*spawn_)(s.place, port_, tail, std::move(cb));
+    s.proc->write_stdin(secret_line_);
+    ++alive_;
+  }
+
+  // s failed before the stop (lifecycle.hpp): restarted when its budget allows (a process
+  // still running is stopped, or with `kill` killed, and restarted once it exits); else
+  // the failure counts, naming the restarts it had.
+  void failed(slot& s, const std::string& why, fault f, bool kill = false) {
+    if (life_.stopping()) return fail(s.where, why, f);
+    if (s.replacing) return;
+    if (!s.budget.allows(std::chrono::steady_clock::now())) {
+      std::string spent;
+      if (s.budget.max() > 0)
+        spent = fmt::format("; restarted {} times{}, the limit of its restart policy",
+                            s.budget.count(), within(s.budget));
+      return fail(s.where, why + spent, f);
+    }
+    s.replacing = true;
+    s.replace_reason = why;
+    if (s.exited) return schedule_restart(s);
+    if (kill) {
+      s.killed = true;
+      s.proc->kill();
+    } else {
+      send_stop(s);
+    }
+  }
+
+  static std::string within(const restart_budget& b) {
+    if (b.window().count() == 0) return "";
+    return fmt::format(" within {} s", static_cast<double>(b.window().count()) / 1000.0);
+  }
+
+  // s's process ended and it is to be restarted: after its backoff, a fresh process.
+  void schedule_restart(slot& s) {
+    auto now = std::chrono::steady_clock::now();
+    auto wait = s.budget.take(now);
+    s.ended_at = now;
+    out_.print("launcher", stream::err,
+               fmt::format("node {} failed: {}; restart {} of at most {}{}, in {} ms", s.where,
+                           s.replace_reason, s.budget.count(), s.budget.max(), within(s.budget),
+                           wait.count()));
+    if (s.conn) s.conn->close("its node is being restarted");
+    s.conn.reset();
+    if (!s.address.empty()) {
+      s.address.clear();
+      --registered_;
+    }
+    s.lost_timer.reset();
+    s.restart_timer = std::make_unique<asio::steady_timer>(io_, wait);
+    s.restart_timer->async_wait([this, &s, gen = s.gen](std::error_code ec) {
+      if (ec || gen != s.gen || life_.stopping()) return;
+      restart(s);
+    });
+  }
+
+  void restart(slot& s) {
+    ++s.gen;
+    s.exited = s.replacing = s.killed = s.reported = s.stop_sent = false;
+    s.replace_reason.clear();
+    try {
+      start_process(s);
+    } catch (const std::exception& e) {
+      s.exited = true;
+      fail(s.where, std::string("cannot restart: ") + e.what(), fault::exit_code);
+      return finish_if_done();
+    }
+    // A restarted process that never registers is a failure like any other.
+    s.lost_timer = std::make_unique<asio::steady_timer>(io_, opt_.start_timeout);
+    s.lost_timer->async_wait([this, &s, gen = s.gen](std::error_code ec) {
+      if (!ec && gen == s.gen && !life_.stopping() && !s.exited && s.address.empty())
+        failed(s,
+               fmt::format("restarted, but did not register within {} s",
+                           static_cast<double>(opt_.start_timeout.count()) / 1000.0),
+               fault::error, /*kill=*/true);
+    });
+  }
 
   // Never stops on an error (rpc/accept_loop.hpp); sockets are close-on-exec.
   void accept_next() {
@@ -226,6 +338,13 @@ class coordinator final : public rpc::connection_sink {
       slots_[flat].conn = c;
       slots_[flat].address = address;
       if (life_.stopping()) return send_stop(slots_[flat]);
+      if (slots_[flat].gen > 0)
+        out_.print("launcher", stream::err,
+                   fmt::format("node {} restarted: registered {} ms after its process ended",
+                               slots_[flat].where,
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - slots_[flat].ended_at)
+                                   .count()));
       if (++registered_ == slots_.size()) send_directory();
       return;
     }
@@ -240,7 +359,7 @@ class coordinator final : public rpc::connection_sink {
         break;
       case wire::kind::node_failed:
         s->reported = true;
-        fail(s->where, text, f);
+        failed(*s, text, f);
         release_held(*s);
         break;
       case wire::kind::stop_request:
@@ -251,11 +370,14 @@ class coordinator final : public rpc::connection_sink {
     }
   }
 
+  // Also once a restarted instance registers: the nodes that run already take it as
+  // an update (rpc::runtime::update_directory).
   void send_directory() {
+    if (!directory_sent_)
+      registered_after_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - started_at_);
     directory_sent_ = true;
     start_timer_.cancel();
-    registered_after_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - started_at_);
     std::vector<std::string> addrs;
     for (auto& s : slots_) addrs.push_back(s.address);
     for (auto& s : slots_) {
@@ -333,15 +455,21 @@ class coordinator final : public rpc::connection_sink {
     finish_if_done();
   }
 
-  void on_exit(std::uint32_t flat, const exit_status& st) {
+  void on_exit(std::uint32_t flat, std::uint32_t gen, const exit_status& st) {
     auto& s = slots_[flat];
-    if (s.exited) return;
+    if (s.exited || gen != s.gen) return;
     s.exited = true;
     --alive_;
     release_held(s);
     if (!life_.stopping()) {
-      fail(s.where, st.ok() ? std::string("exited before the program stopped") : st.describe(),
-           fault_of(st));
+      std::string why =
+          st.ok() ? std::string("exited before the program stopped") : st.describe();
+      if (s.replacing) {
+        s.replace_reason += " (" + why + ")";
+        schedule_restart(s);
+      } else {
+        failed(s, why, fault_of(st));
+      }
     } else if (!st.ok() && !s.killed && !(s.reported && st.code == 1 && st.signal == 0 &&
                                           st.signal_name.empty() && st.unknown.empty())) {
       // A node that fails while stopping is still a failure worth reporting; a run()
@@ -411,6 +539,9 @@ class coordinator final : public rpc::connection_sink {
   std::vector<std::uint8_t> secret_;
   std::shared_ptr<const rpc::connection_config> cfg_;
   std::vector<slot> slots_;
+  const spawn_fn* spawn_ = nullptr;  // run()'s, for restarts
+  std::uint16_t port_ = 0;
+  std::string secret_line_;
   std::size_t registered_ = 0, alive_ = 0, runs_left_ = 0;
   bool directory_sent_ = false, stop_all_done_ = false;
   lifecycle life_;

@@ -24,6 +24,8 @@ class usage_error : public tlaunch::error {
 struct options {
   std::string launch = "local_mt";
   std::map<std::string, std::uint32_t> replicas;
+  // --restart NAME=N: a node's max_restarts (restart_policy), replacing the program's.
+  std::map<std::string, std::uint32_t> restart;
   std::chrono::milliseconds grace{5000};
   std::chrono::milliseconds start_timeout{60000};
   std::string log_dir;
@@ -105,6 +107,9 @@ inline std::string usage(std::string_view prog, const launcher_table& launchers)
 Launch:
   --launch=TYPE            how to run the nodes (default local_mt):
 )" + types + R"(  --replicas NAME=N[,...]  override a node's replica count (repeatable)
+  --restart NAME=N[,...]   restart a failed instance of node NAME in a fresh process
+                           up to N times within its policy's window (default 60 s;
+                           0: never); local_mp and ssh (repeatable)
   --threads=N              io threads per process (default: 2 for local_mt, 1 per
                            node process, where the thread that reads also replies)
   --busy-poll=MICROSECONDS  io threads poll this long for work before they sleep,
@@ -239,6 +244,14 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
             detail::parse_uint("--replicas", item.substr(eq + 1), 100000));
       }
       o.passthrough.push_back("--replicas=" + v);
+    } else if (name == "--restart") {
+      for (const auto& item : detail::split(need(), ',')) {
+        auto eq = item.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw usage_error("--restart: '" + item + "' is not NAME=N");
+        o.restart[item.substr(0, eq)] = static_cast<std::uint32_t>(
+            detail::parse_uint("--restart", item.substr(eq + 1), 1000000));
+      }
     } else if (name == "--threads") {
       std::string v = need();
       o.threads = static_cast<unsigned>(detail::parse_uint(name, v, 256));
@@ -319,6 +332,26 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
   return o;
+}
+
+// Applies --restart to the program's nodes (anything with `name` and `restart`, the
+// node_info of rpc/runtime.hpp); a launch_error names a node that is not in the program.
+template <class NodeInfos>
+void apply_restart_flags(NodeInfos& nodes, const options& o) {
+  for (const auto& [name, n] : o.restart) {
+    bool found = false;
+    for (auto& i : nodes)
+      if (i.name == name) {
+        i.restart.max_restarts = n;
+        found = true;
+      }
+    if (!found) {
+      std::string names;
+      for (auto& i : nodes) names += (names.empty() ? "" : ", ") + std::string(i.name);
+      throw launch_error("--restart names node '" + name +
+                         "', which is not in the program (nodes: " + names + ")");
+    }
+  }
 }
 
 }  // namespace tlaunch::launch

@@ -14,11 +14,20 @@
 //   a node that did not stop within the grace period.
 //
 // The first failure that counts is the one reported; its exit code is 1.
+//
+// Restarts (a node's restart_policy, under launchers of node processes): before the
+// stop, a failure of an instance whose budget (restart_budget) allows one more restart
+// does not count: the instance is restarted instead (a process still running, hung or
+// cut off, is killed first). Once the budget is spent, the failure counts as above,
+// naming the restarts. Once the stop has begun nothing is restarted.
 #pragma once
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -164,6 +173,48 @@ class lifecycle {
   std::optional<failure_report> failure_;
   int exit_code_ = 0;
   std::chrono::steady_clock::time_point stop_began_{};
+};
+
+// The restarts of one node instance against its policy: at most `max` within any
+// `window` (0: ever), each after a backoff that doubles with every earlier restart
+// still in the window. Used on one thread (the coordinator's).
+class restart_budget {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  restart_budget() = default;
+  restart_budget(std::uint32_t max, std::chrono::milliseconds window,
+                 std::chrono::milliseconds backoff)
+      : max_(max), window_(window), backoff_(backoff) {}
+
+  // Whether one more restart is allowed at `now`.
+  bool allows(clock::time_point now) {
+    forget(now);
+    return max_ > 0 && times_.size() < max_;
+  }
+  // Records a restart at `now`; returns the wait before it.
+  std::chrono::milliseconds take(clock::time_point now) {
+    forget(now);
+    auto cap = std::max<std::chrono::milliseconds>(backoff_, std::chrono::seconds(10));
+    auto wait = backoff_;
+    for (std::size_t i = 0; i < times_.size() && wait < cap; ++i) wait *= 2;
+    times_.push_back(now);
+    return std::min(wait, cap);
+  }
+  // Restarts within the window (as of the last allows() or take()).
+  std::size_t count() const { return times_.size(); }
+  std::uint32_t max() const { return max_; }
+  std::chrono::milliseconds window() const { return window_; }
+
+ private:
+  void forget(clock::time_point now) {
+    if (window_.count() == 0) return;
+    while (!times_.empty() && now - times_.front() >= window_) times_.pop_front();
+  }
+
+  std::uint32_t max_ = 0;
+  std::chrono::milliseconds window_{0}, backoff_{0};
+  std::deque<clock::time_point> times_;
 };
 
 }  // namespace tlaunch::launch

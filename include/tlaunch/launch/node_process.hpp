@@ -190,11 +190,15 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
         rt.log(std::string("bad directory from the coordinator: ") + e.what());
         return begin_stop("bad directory");
       }
+      bool update = false;
       {
         std::lock_guard lk(mu);
         if (life.stopping()) return;
+        // A later directory says where a restarted instance now is.
+        update = runs_started;
         runs_started = true;
       }
+      if (update) return rt.update_directory(std::move(addrs));
       rt.set_directory(std::move(addrs));
       rt.start_runs();
     } else if (h.type == wire::kind::stop) {

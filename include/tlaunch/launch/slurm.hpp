@@ -401,6 +401,7 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
   }
 
   coordinator coord(nodes, o, out);
+  coord.without_restarts("--launch=slurm starts every node in one srun step");
   coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
   std::string dial =
       o.coordinator_host.empty() ? detail::slurm_launcher_address() : o.coordinator_host;

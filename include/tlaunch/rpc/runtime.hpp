@@ -29,6 +29,16 @@
 
 namespace tlaunch::rpc {
 
+// How a launcher of node processes restarts a failed instance of a node (each replica
+// counts its own restarts); launch/coordinator.hpp applies it, local_mt ignores it.
+struct restart_policy {
+  std::uint32_t max_restarts = 0;           // 0: never; a failure stops the program
+  std::chrono::milliseconds window{60000};  // restarts counted over this long (0: ever)
+  // Wait before a restart; doubles with each earlier restart still in the window
+  // (at most 10 s, or backoff itself when longer).
+  std::chrono::milliseconds backoff{100};
+};
+
 // A node of the program as the runtime sees it.
 struct node_info {
   std::string_view name;
@@ -36,6 +46,7 @@ struct node_info {
   std::uint32_t replicas = 1;
   bool has_run = false;
   std::uint32_t first = 0;  // flat id of replica 0
+  restart_policy restart{};
 };
 
 struct runtime_options {
@@ -169,6 +180,28 @@ class runtime final : public rpc::connection_sink {
     std::lock_guard lk(mu_);
     addresses_ = std::move(addresses);
     addresses_.resize(total_);
+  }
+
+  // A later directory: an instance was restarted at a new address. Connections to an
+  // address that changed are closed (calls in flight on them fail as unavailable) and
+  // the next call dials the new one.
+  void update_directory(std::vector<std::string> addresses) {
+    addresses.resize(total_);
+    std::vector<std::shared_ptr<rpc::connection>> stale;
+    {
+      std::lock_guard lk(mu_);
+      for (std::uint32_t f = 0; f < total_; ++f) {
+        if (addresses_[f] == addresses[f]) continue;
+        if (auto it = by_address_.find(addresses_[f]); it != by_address_.end()) {
+          stale.push_back(it->second);
+          by_address_.erase(it);
+        }
+        if (conn_by_flat_[f]) stale.push_back(std::move(conn_by_flat_[f]));
+        conn_by_flat_[f].reset();
+      }
+      addresses_ = std::move(addresses);
+    }
+    for (auto& c : stale) c->close("its node instance was restarted at a new address");
   }
 
   // The connection to the process hosting `flat`, opened on first use.

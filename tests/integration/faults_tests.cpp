@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -131,6 +132,76 @@ TEST_SUITE("faults") {
     CHECK(has(p.err(), "stopped answering"));
     CHECK(it::all_gone(pids, 5s));
     CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("restart: a node that crashes on its 3rd call is restarted; calls reach it; exit 0") {
+    // target's policy (3 restarts within 60 s) is in faulty's program. worker/0 makes 6
+    // calls: the 3rd, in flight when target aborts, fails as unavailable, as do the calls
+    // made while it restarts; once it is back the same handle reaches the new process.
+    auto marker = it::unique_marker("restart");
+    std::string once = "/tmp/" + marker + ".once";
+    ::setenv("FAULTY_TARGET_CRASH", "3", 1);
+    ::setenv("FAULTY_ONCE", once.c_str(), 1);
+    process p(faulty({"--launch=local_mp", "--color=never"}, {"calls", "6"}, marker));
+    ::unsetenv("FAULTY_TARGET_CRASH");
+    ::unsetenv("FAULTY_ONCE");
+    int code = p.wait_or_kill(30s);
+    CAPTURE(p.all());
+    ::unlink(once.c_str());
+    CHECK(code == 0);
+    CHECK(has(p.err(), "node target/0 failed: killed by signal SIGABRT; restart 1 of at most 3 "
+                       "within 60 s, in 100 ms"));
+    CHECK(has(p.err(), "node target/0 restarted: registered "));
+    CHECK(has(p.out(), "[worker/0] call 3 failed: target/0 Target::ping unavailable"));
+    CHECK(has(p.out(), "[worker/0] call 6 -> 7"));
+    CHECK(process::occurrences(p.err(), "restart 1 of") == 1);
+    CHECK(!has(p.err(), "restart 2 of"));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("restart: a crash loop spends the budget; the program fails naming node and count") {
+    auto marker = it::unique_marker("crash-loop");
+    ::setenv("FAULTY_TARGET_CRASH", "1", 1);  // every process of target aborts at once
+    process p(faulty({"--launch=local_mp", "--color=never"}, {"calls", "6"}, marker));
+    ::unsetenv("FAULTY_TARGET_CRASH");
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    CHECK(!p.timed_out());
+    CHECK(code == 1);
+    CHECK(process::occurrences(p.err(), "node target/0 restarted: registered") == 3);
+    CHECK(has(p.err(), "restart 3 of at most 3 within 60 s, in 400 ms"));  // backoff doubles
+    CHECK(has(p.err(), "[launcher] node target/0 failed: killed by signal SIGABRT; restarted 3 "
+                       "times within 60 s, the limit of its restart policy"));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("restart: --heartbeat and --restart: a hung node is killed and restarted, exit 0") {
+    // worker/0 stops itself with SIGSTOP once; heartbeats find it silent, the launcher kills
+    // it and starts it again; the new worker/0 stops the program.
+    auto marker = it::unique_marker("stall-restart");
+    std::string once = "/tmp/" + marker + ".once";
+    ::setenv("FAULTY_ONCE", once.c_str(), 1);
+    process p(faulty({"--launch=local_mp", "--color=never", "--heartbeat=1", "--restart",
+                      "worker=1"},
+                     {"stall"}, marker));
+    ::unsetenv("FAULTY_ONCE");
+    int code = p.wait_or_kill(40s);
+    CAPTURE(p.all());
+    ::unlink(once.c_str());
+    CHECK(!p.timed_out());
+    CHECK(code == 0);
+    CHECK(has(p.err(), "node worker/0 failed: lost its connection: "));
+    CHECK(has(p.err(), "stopped answering (killed by signal SIGKILL); restart 1 of at most 1"));
+    CHECK(has(p.out(), "[worker/0] restarted after a stall"));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("--restart names a node that is not in the program: exit 2") {
+    process p(faulty({"--launch=local_mp", "--restart=wroker=1"}, {"idle"},
+                     it::unique_marker("restart-typo")));
+    CHECK(p.wait_or_kill(20s) == 2);
+    CAPTURE(p.all());
+    CHECK(has(p.err(), "--restart names node 'wroker', which is not in the program"));
   }
 
   TEST_CASE("SIGTERM and SIGINT to the launcher stop every node") {

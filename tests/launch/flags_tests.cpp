@@ -145,6 +145,55 @@ TEST_SUITE("registry") {
     CHECK(tlaunch::launch::node_env_value("plain", 3) == "plain");
   }
 
+  TEST_CASE("--restart NAME=N overrides a node's restart count; an unknown node is named") {
+    using namespace std::chrono_literals;
+    constexpr auto p = tlaunch::program(
+        tlaunch::node<"a", Svc>().restart({.max_restarts = 3, .window = 10s, .backoff = 50ms}),
+        tlaunch::node<"b", Svc>().replicas(2));
+    auto o = parse({"--launch=local_mp", "--restart", "a=5,b=1", "--restart=b=2"});
+    CHECK(o.restart.at("a") == 5);
+    CHECK(o.restart.at("b") == 2);  // the later one wins
+    CHECK(o.passthrough.empty());   // node processes never restart anything
+    auto nodes = tlaunch::detail::describe(p, o.replicas);
+    CHECK(nodes[0].restart.max_restarts == 3);  // the program's policy
+    CHECK(nodes[0].restart.window == 10s);
+    CHECK(nodes[1].restart.max_restarts == 0);  // default: no restart
+    tlaunch::launch::apply_restart_flags(nodes, o);
+    CHECK(nodes[0].restart.max_restarts == 5);
+    CHECK(nodes[0].restart.window == 10s);  // the flag changes the count only
+    CHECK(nodes[0].restart.backoff == 50ms);
+    CHECK(nodes[1].restart.max_restarts == 2);
+    CHECK(nodes[1].restart.window == 60s);
+    CHECK_THROWS_WITH_AS(
+        tlaunch::launch::apply_restart_flags(nodes, parse({"--restart=c=1"})),
+        "--restart names node 'c', which is not in the program (nodes: a, b)",
+        tlaunch::launch_error);
+    for (const char* bad : {"a", "=1", "a=-1", "a=x"})
+      CHECK_THROWS_WITH_AS(parse({"--restart", bad}), doctest::Contains("--restart"),
+                           tlaunch::launch::usage_error);
+    CHECK(tlaunch::launch::usage("prog").find("--restart NAME=N") != std::string::npos);
+  }
+
+  TEST_CASE("a restart budget: at most N within the window, a doubling backoff") {
+    using namespace std::chrono_literals;
+    using clock = std::chrono::steady_clock;
+    tlaunch::launch::restart_budget b(3, 60s, 100ms);
+    auto t = clock::time_point{} + 1h;
+    CHECK(b.allows(t));
+    CHECK(b.take(t) == 100ms);
+    CHECK(b.take(t + 1s) == 200ms);
+    CHECK(b.take(t + 2s) == 400ms);
+    CHECK(!b.allows(t + 3s));
+    CHECK(b.count() == 3);
+    CHECK(b.allows(t + 60500ms));  // the first has left the window
+    CHECK(b.count() == 2);
+    CHECK(!tlaunch::launch::restart_budget().allows(t));  // no policy: never
+    tlaunch::launch::restart_budget ever(2, 0ms, 20s);    // window 0: counted forever
+    CHECK(ever.take(t) == 20s);
+    CHECK(ever.take(t + 24h) == 20s);  // a backoff past 10 s does not grow
+    CHECK(!ever.allows(t + 48h));
+  }
+
   TEST_CASE("slurm's --srun-arg is repeatable and keeps each option whole") {
     auto o = parse({"--launch=slurm", "--srun-arg=--cpus-per-task=2", "--srun-arg=--mem=0"});
     CHECK(o.launcher_flags.at("--srun-arg") == "--cpus-per-task=2\n--mem=0\n");

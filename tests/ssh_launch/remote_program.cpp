@@ -3,6 +3,8 @@
 //   where    every worker logs the address its SSH connection reached, then ends
 //   idle     every worker logs "ready pid=<pid>" and waits for the stop
 //   abort    like idle, but worker/1 calls std::abort() 300 ms after "ready"
+//   restart FILE  like abort, but only while FILE does not exist (worker/1 makes it
+//            first); the restarted worker/1 logs "back after a restart" and stops the program
 //   rss      every worker logs its resident set ("rss_kb=N hwm_kb=N", from
 //            /proc/self/status) once running, then ends (benchmarks/launch_bench.py)
 #include <tlaunch/tlaunch.hpp>
@@ -11,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -42,6 +45,15 @@ struct Worker {
       co_return;
     }
     ctx.log("ready pid={}", ::getpid());
+    if (mode == "restart" && ctx.index() == 1 && ctx.args().size() > 1) {
+      if (std::filesystem::exists(ctx.args()[1])) {
+        ctx.log("back after a restart");
+        ctx.stop_program();
+        co_return;
+      }
+      std::ofstream(ctx.args()[1]) << "crashed once\n";
+      mode = "abort";
+    }
     if (mode == "abort" && ctx.index() == 1) {
       co_await ctx.sleep_for(300ms);
       std::abort();

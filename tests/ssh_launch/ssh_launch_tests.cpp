@@ -254,6 +254,24 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached).empty());
   }
 
+  TEST_CASE("--restart: a node that crashes on a remote host is restarted there; exit 0") {
+    // The host's agent starts worker/1 again; the new process registers and gets the
+    // directory; it stops the program. The file is on this machine: the hosts are loopback.
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    std::string once = "/tmp/" + it::unique_marker("ssh-restart");
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--restart=worker=2"},
+                         {"restart", once}));
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    ::unlink(once.c_str());
+    CHECK(code == 0);
+    CHECK(has(p.err(), "[launcher] node worker/1@" + h3() +
+                           " failed: killed by signal SIGABRT; restart 1 of at most 2"));
+    CHECK(has(p.err(), "[launcher] node worker/1@" + h3() + " restarted: registered "));
+    CHECK(has(p.out(), "[worker/1@" + h3() + "] back after a restart"));
+    CHECK(it::node_pids(cached).empty());
+  }
+
   TEST_CASE("a host whose connection dies mid-run: named, the program stops, no node is left") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
@@ -407,6 +425,18 @@ TEST_SUITE("ssh_launch") {
     CHECK(!r.timed_out);
     CHECK(r.code == 0);
     CHECK(has(r.out, "f a 616c72656164792073746172746564"));  // hex("already started")
+  }
+
+  TEST_CASE("the agent starts an id again once its process has ended (a restart)") {
+    auto r = it::run({"/bin/sh", "-c",
+                      fmt::format("(printf 'start a 2d2d68656c70\\n'; sleep 1; "
+                                  "printf 'start a 2d2d68656c70\\n'; sleep 1) | '{}' --tlaunch-agent",
+                                  TLAUNCH_REMOTE_PROGRAM_EXE)},
+                     30s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(!has(r.out, "f a "));
+    CHECK(process::occurrences(r.out, "x a 0 0 -") == 2);
   }
 
   TEST_CASE("64 instances on three hosts: one agent per host starts them all, every one runs") {

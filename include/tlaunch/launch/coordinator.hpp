@@ -282,6 +282,8 @@ class coordinator final : public rpc::connection_sink {
       s.address.clear();
       --registered_;
     }
+    // Its old address goes: calls to it fail as unavailable at once, saying why.
+    if (directory_sent_) send_addresses();
     s.lost_timer.reset();
     s.restart_timer = std::make_unique<asio::steady_timer>(io_, wait);
     s.restart_timer->async_wait([this, &s, gen = s.gen](std::error_code ec) {
@@ -378,6 +380,15 @@ class coordinator final : public rpc::connection_sink {
           std::chrono::steady_clock::now() - started_at_);
     directory_sent_ = true;
     start_timer_.cancel();
+    send_addresses();
+    if (runs_left_ == 0 && std::none_of(slots_.begin(), slots_.end(),
+                                        [](const slot& s) { return s.has_run; })) {
+      // Only services: the program runs until stopped.
+    }
+  }
+
+  // The directory to every registered node; "" for an instance being restarted.
+  void send_addresses() {
     std::vector<std::string> addrs;
     for (auto& s : slots_) addrs.push_back(s.address);
     for (auto& s : slots_) {
@@ -385,10 +396,6 @@ class coordinator final : public rpc::connection_sink {
       wire::serialize_into(f, addrs);
       f.seal({.type = wire::kind::directory});
       if (s.conn) s.conn->send(std::move(f));
-    }
-    if (runs_left_ == 0 && std::none_of(slots_.begin(), slots_.end(),
-                                        [](const slot& s) { return s.has_run; })) {
-      // Only services: the program runs until stopped.
     }
   }
 

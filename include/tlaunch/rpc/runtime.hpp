@@ -216,7 +216,8 @@ class runtime final : public rpc::connection_sink {
     if (c && !c->closed()) return c;
     const std::string& addr = addresses_[flat];
     if (addr.empty()) {
-      why = "its address is not known (the program has not started or has stopped)";
+      why = "its address is not known (the program has not started or has stopped, or the "
+            "instance is being restarted)";
       return nullptr;
     }
     auto it = by_address_.find(addr);

@@ -247,8 +247,9 @@ class coordinator final : public rpc::connection_sink {
     if (!s.budget.allows(std::chrono::steady_clock::now())) {
       std::string spent;
       if (s.budget.max() > 0)
-        spent = fmt::format("; restarted {} times{}, the limit of its restart policy",
-                            s.budget.count(), within(s.budget));
+        spent = fmt::format("; restarted {} time{}{}, the limit of its restart policy",
+                            s.budget.count(), s.budget.count() == 1 ? "" : "s",
+                            within(s.budget));
       return fail(s.where, why + spent, f);
     }
     s.replacing = true;

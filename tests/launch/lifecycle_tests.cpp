@@ -109,6 +109,25 @@ TEST_SUITE("lifecycle") {
     CHECK(of(42) == fault::error);
   }
 
+  TEST_CASE("a restart budget: at most N within the window, a doubling backoff") {
+    using clock = std::chrono::steady_clock;
+    tlaunch::launch::restart_budget b(3, 60s, 100ms);
+    auto t = clock::time_point{} + 1h;
+    CHECK(b.allows(t));
+    CHECK(b.take(t) == 100ms);
+    CHECK(b.take(t + 1s) == 200ms);
+    CHECK(b.take(t + 2s) == 400ms);
+    CHECK(!b.allows(t + 3s));
+    CHECK(b.count() == 3);
+    CHECK(b.allows(t + 60500ms));  // the first has left the window
+    CHECK(b.count() == 2);
+    CHECK(!tlaunch::launch::restart_budget().allows(t));  // no policy: never
+    tlaunch::launch::restart_budget ever(2, 0ms, 20s);    // window 0: counted forever
+    CHECK(ever.take(t) == 20s);
+    CHECK(ever.take(t + 24h) == 20s);  // a backoff past 10 s does not grow
+    CHECK(!ever.allows(t + 48h));
+  }
+
   TEST_CASE("stop race: a node whose peer stopped before its own stop arrived does not fail") {
     // worker/1's stop is held back until it reports, so every run reaches the race.
     for (int round = 0; round < 3; ++round) {

@@ -19,7 +19,8 @@
 // the workers register and wait for a directory that comes only once target registers.
 // FAULTY_TARGET_CRASH=N: target aborts on the Nth call its process serves.
 // FAULTY_ONCE=FILE: the crash and the stall happen only while FILE does not exist (they
-// create it), so a restarted process behaves; a restarted stall worker stops the program.
+// create it), so a restarted process behaves; a restarted stall worker stops the program,
+// a restarted target takes a second to start.
 // target has a restart policy (3 restarts within 60 s); worker has none but --restart.
 // Every worker first logs "ready pid=<pid>".
 #include <tlaunch/tlaunch.hpp>
@@ -51,6 +52,10 @@ struct Target {  // a plain service, the probe's good call goes here
   Target() {
     if (const char* s = std::getenv("FAULTY_SLOW_TARGET"))
       std::this_thread::sleep_for(std::chrono::seconds(std::atoi(s)));
+    // A restarted target (FAULTY_ONCE's file made) takes a second to start: calls made
+    // meanwhile wait for it.
+    if (const char* once = std::getenv("FAULTY_ONCE"); once && std::filesystem::exists(once))
+      std::this_thread::sleep_for(1s);
   }
   std::int64_t ping(std::int64_t x) {
     if (const char* n = std::getenv("FAULTY_TARGET_CRASH"))

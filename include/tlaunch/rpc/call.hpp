@@ -382,6 +382,70 @@ auto small_frame_of(const std::tuple<T...>& args) {
   return std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
 }
 
+template <auto M, class Handler, class Args>
+void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
+                const call_options& opt, Args&& args, Handler&& handler);
+
+// A call to an instance being restarted (rpc::runtime::park_call) waits for its new
+// address, then starts with what is left of its deadline; the deadline ends the wait
+// with tlaunch::timeout, the process's stop with unavailable. Its cancellation slot
+// is not watched while it waits.
+template <auto M, class Handler, class Args>
+void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
+               Args&& args, Handler&& handler, const std::string& why) {
+  using R = typename tlaunch::detail::method_traits<decltype(M)>::result;
+  struct parked {
+    parked(Args&& a, Handler&& h, std::chrono::steady_clock::time_point d)
+        : args(std::forward<Args>(a)), handler(std::forward<Handler>(h)), deadline(d) {}
+    std::decay_t<Args> args;
+    std::decay_t<Handler> handler;
+    std::chrono::steady_clock::time_point deadline;
+    std::atomic<bool> done{false};  // the first of resume and deadline completes it
+  };
+  auto p = std::make_shared<parked>(std::forward<Args>(args), std::forward<Handler>(handler),
+                                    std::chrono::steady_clock::now() + opt.timeout);
+  auto site = [&rt, flat] {
+    return call_target{&rt, flat, tlaunch::detail::member_name_v<M>}.site();
+  };
+  bool parked_now = rt.park_call(flat, [&rt, flat, direct, opt, p, site](bool back) {
+    if (p->done.exchange(true)) return;
+    if (!back) {
+      complete_on_executor<R>(
+          std::move(p->handler), rt.io.get_executor(),
+          tlaunch::detail::make_error<unavailable>(
+              site(), "the process stopped while the instance was being restarted"),
+          {});
+      return;
+    }
+    call_options left = opt;
+    if (opt.timeout.count() > 0) {
+      left.timeout = std::chrono::ceil<std::chrono::milliseconds>(
+          p->deadline - std::chrono::steady_clock::now());
+      if (left.timeout.count() <= 0) {
+        complete_on_executor<R>(std::move(p->handler), rt.io.get_executor(),
+                                tlaunch::detail::make_error<timeout>(site()), {});
+        return;
+      }
+    }
+    start_call<M>(rt, flat, direct, left, std::move(p->args), std::move(p->handler));
+  });
+  if (!parked_now) {  // back already, or stopping: no second wait
+    if (!p->done.exchange(true))
+      complete_on_executor<R>(std::move(p->handler), rt.io.get_executor(),
+                              tlaunch::detail::make_error<unavailable>(site(), why), {});
+    return;
+  }
+  if (opt.timeout.count() > 0) {
+    // Never cancelled (the resume may run on another thread); keeps p until it fires.
+    auto timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
+    timer->async_wait([&rt, p, timer, site](std::error_code) {
+      if (!p->done.exchange(true))
+        complete_on_executor<R>(std::move(p->handler), rt.io.get_executor(),
+                                tlaunch::detail::make_error<timeout>(site()), {});
+    });
+  }
+}
+
 // Starts call M with the (decayed) argument tuple; the handler receives
 // void(std::exception_ptr) or void(std::exception_ptr, R).
 template <auto M, class Handler, class Args>
@@ -441,6 +505,9 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   std::string why;
   std::shared_ptr<connection> held;
   connection* conn = rt.connection_for(flat, why, held);
+  if (!conn && rt.restarting(flat))
+    return park_call<M>(rt, flat, direct, opt, std::forward<Args>(args),
+                        std::forward<Handler>(handler), why);
   if (!conn) {
     complete_on_executor<R>(std::forward<Handler>(handler), rt.io.get_executor(),
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});

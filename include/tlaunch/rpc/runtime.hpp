@@ -88,6 +88,8 @@ class runtime final : public rpc::connection_sink {
     hosted_.resize(total);
     addresses_.resize(total);
     conn_by_flat_.resize(total);
+    restarting_.assign(total, false);
+    parked_.resize(total);
     auto cfg = std::make_shared<rpc::connection_config>();
     cfg->secret = std::move(secret);
     cfg->build_id = tlaunch::detail::self_build_id();
@@ -185,13 +187,23 @@ class runtime final : public rpc::connection_sink {
   // A later directory: an instance was restarted at a new address. Connections to an
   // address that changed are closed (calls in flight on them fail as unavailable) and
   // the next call dials the new one.
+  // "" for an instance that had an address: it is being restarted, and calls to it
+  // wait for the next update (park_call).
   void update_directory(std::vector<std::string> addresses) {
     addresses.resize(total_);
     std::vector<std::shared_ptr<rpc::connection>> stale;
+    std::vector<std::function<void(bool)>> resume;
     {
       std::lock_guard lk(mu_);
       for (std::uint32_t f = 0; f < total_; ++f) {
         if (addresses_[f] == addresses[f]) continue;
+        if (addresses[f].empty()) {
+          restarting_[f] = true;
+        } else {
+          restarting_[f] = false;
+          for (auto& r : parked_[f]) resume.push_back(std::move(r));
+          parked_[f].clear();
+        }
         if (auto it = by_address_.find(addresses_[f]); it != by_address_.end()) {
           stale.push_back(it->second);
           by_address_.erase(it);
@@ -202,6 +214,22 @@ class runtime final : public rpc::connection_sink {
       addresses_ = std::move(addresses);
     }
     for (auto& c : stale) c->close("its node instance was restarted at a new address");
+    for (auto& r : resume) asio::post(io, [r = std::move(r)] { r(true); });
+  }
+
+  // Whether the directory says `flat` is being restarted.
+  bool restarting(std::uint32_t flat) const {
+    std::lock_guard lk(mu_);
+    return flat < total_ && restarting_[flat];
+  }
+  // A call to an instance being restarted waits: `resume(true)` once its new address
+  // is known, `resume(false)` when this process stops first. False (nothing kept) when
+  // it is not being restarted (any more) or the process is stopping.
+  bool park_call(std::uint32_t flat, std::function<void(bool)> resume) {
+    std::lock_guard lk(mu_);
+    if (flat >= total_ || !restarting_[flat] || stopping_) return false;
+    parked_[flat].push_back(std::move(resume));
+    return true;
   }
 
   // The connection to the process hosting `flat`, opened on first use.
@@ -457,6 +485,8 @@ class runtime final : public rpc::connection_sink {
   mutable std::mutex mu_;
   std::vector<std::string> addresses_;
   std::vector<std::shared_ptr<rpc::connection>> conn_by_flat_;
+  std::vector<bool> restarting_;                                 // see update_directory
+  std::vector<std::vector<std::function<void(bool)>>> parked_;  // see park_call
   // Per io thread (index current_io_index), touched only by that thread: the
   // connections its calls went out on. Destroyed before io.
   std::vector<std::vector<std::shared_ptr<rpc::connection>>> thread_cache_;
@@ -468,10 +498,15 @@ class runtime final : public rpc::connection_sink {
 };
 
 inline void runtime::stop_instances() {
+  std::vector<std::function<void(bool)>> parked;
   {
     std::lock_guard lk(mu_);
     if (stopping_.exchange(true)) return;
+    for (auto& p : parked_)
+      for (auto& r : p) parked.push_back(std::move(r));
+    parked_.clear();
   }
+  for (auto& r : parked) r(false);
   for_each_hosted([](rpc::instance& i) {
     asio::post(i.strand, [&i] { i.run_cancel.emit(asio::cancellation_type::terminal); });
   });

@@ -502,9 +502,10 @@ inline void runtime::stop_instances() {
   {
     std::lock_guard lk(mu_);
     if (stopping_.exchange(true)) return;
-    for (auto& p : parked_)
+    for (auto& p : parked_) {
       for (auto& r : p) parked.push_back(std::move(r));
-    parked_.clear();
+      p.clear();
+    }
   }
   for (auto& r : parked) r(false);
   for_each_hosted([](rpc::instance& i) {

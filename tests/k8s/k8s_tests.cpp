@@ -4,13 +4,10 @@
 // machine, each started as Kubernetes would start it: the container's command and args,
 // JOB_COMPLETION_INDEX, the Secret as a 0400 file at the mounted path (under a directory
 // standing for the container's root) and the coordinator's name mapped to 127.0.0.1.
-#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-
-#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,12 +16,14 @@
 #include <string>
 #include <vector>
 
-#include <tlaunch/launch/k8s.hpp>
-#include <tlaunch/launch/local_mt.hpp>
-#include <tlaunch/launch/slurm.hpp>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "../common/temp_dir.hpp"
 #include "../integration/process.hpp"
+#include <tlaunch/launch/k8s.hpp>
+#include <tlaunch/launch/local_mt.hpp>
+#include <tlaunch/launch/slurm.hpp>
 
 namespace {
 
@@ -36,13 +35,13 @@ struct Echo {
   using rpc = tlaunch::methods<&Echo::get>;
 };
 
-constexpr auto env_program = tlaunch::program(
-    tlaunch::node<"learner", Echo>()
-        .replicas(2)
-        .env("CUDA_VISIBLE_DEVICES", "{index}")
-        .env("MODE", "train")
-        .resources({.cpus = 2, .gpus = 1, .memory_mb = 4096}),
-    tlaunch::node<"actor", Echo>().replicas(3).resources({.cpus = 1}));
+constexpr auto env_program =
+    tlaunch::program(tlaunch::node<"learner", Echo>()
+                         .replicas(2)
+                         .env("CUDA_VISIBLE_DEVICES", "{index}")
+                         .env("MODE", "train")
+                         .resources({.cpus = 2, .gpus = 1, .memory_mb = 4096}),
+                     tlaunch::node<"actor", Echo>().replicas(3).resources({.cpus = 1}));
 
 bool has(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
 
@@ -106,7 +105,7 @@ print("ok")
 
 // The shape check's lines, key -> values in order; fails the test when it raised.
 std::multimap<std::string, std::string> check_shape(const std::filesystem::path& dir,
-                                                     const std::vector<std::string>& files) {
+                                                    const std::vector<std::string>& files) {
   auto script = dir / "shape_check.py";
   std::ofstream(script) << shape_check;
   std::vector<std::string> argv = {"/usr/bin/python3", script.string()};
@@ -152,6 +151,54 @@ std::uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
+// Writes the manifests of `program` (argv[0] and its flags) and runs every pod of its Job
+// on this machine, each as Kubernetes starts it (see the top of this file); returns how each
+// ended, in completion index order, once all have.
+std::vector<finished> run_as_pods(std::vector<std::string> program) {
+  tlaunch::test_support::temp_dir dir("tlaunch-k8s");
+  auto files = dir.path / "manifests";
+  auto gen_argv = program;
+  for (auto flag : {std::string("--launch=k8s"), std::string("--k8s-image=app:1"),
+                    fmt::format("--k8s-out={}", files.string()),
+                    fmt::format("--k8s-port={}", free_port())})
+    gen_argv.insert(gen_argv.begin() + 1, flag);
+  auto gen = run(gen_argv);
+  INFO(gen.all);
+  REQUIRE(gen.code == 0);
+  auto f = check_shape(dir.path, {(files / "job.yaml").string(), (files / "service.yaml").string(),
+                                  (files / "secret.yaml").string()});
+  std::vector<std::string> argv = all_of(f, "command");
+  REQUIRE(argv.size() == 1);
+  CHECK(argv[0] == program[0]);
+  for (auto& a : all_of(f, "arg")) argv.push_back(a);
+
+  // The Secret's volume, with the container's root at dir/root.
+  auto secret = dir.path / "root" / one_of(f, "secret_file").substr(1);
+  std::filesystem::create_directories(secret.parent_path());
+  std::ofstream(secret) << one_of(f, "secret");
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read);
+  for (auto& e : all_of(f, "env"))
+    REQUIRE(e.substr(0, e.find('=')) == "TLAUNCH_SECRET_FILE");  // the pods' only variable
+  ::setenv("TLAUNCH_SECRET_FILE", secret.c_str(), 1);
+  ::setenv("TLAUNCH_K8S_HOSTS", (one_of(f, "coordinator_host") + "=127.0.0.1").c_str(), 1);
+
+  // In index order: the node pods wait for the coordinator, which starts last.
+  std::vector<std::unique_ptr<process>> procs;
+  int pods = std::stoi(one_of(f, "completions"));
+  for (int i = 0; i < pods; ++i) {
+    ::setenv("JOB_COMPLETION_INDEX", std::to_string(i).c_str(), 1);
+    procs.push_back(std::make_unique<process>(argv));
+  }
+  for (const char* k : {"TLAUNCH_SECRET_FILE", "TLAUNCH_K8S_HOSTS", "JOB_COMPLETION_INDEX"})
+    ::unsetenv(k);
+  std::vector<finished> out;
+  for (auto& p : procs) {
+    int code = p->wait_or_kill(60s);
+    out.push_back({code, p->out(), p->err(), p->all(), p->timed_out()});
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_SUITE("k8s") {
@@ -173,7 +220,8 @@ TEST_SUITE("k8s") {
     o.env["learner"] = {{"MODE", "eval"}, {"SHARD", "s{index}of2"}};
     auto vars = tlaunch::launch::node_env_vars(nodes[0], o);
     using kv = std::pair<std::string, std::string>;
-    CHECK(vars == std::vector<kv>{{"CUDA_VISIBLE_DEVICES", "{index}"}, {"MODE", "eval"},
+    CHECK(vars == std::vector<kv>{{"CUDA_VISIBLE_DEVICES", "{index}"},
+                                  {"MODE", "eval"},
                                   {"SHARD", "s{index}of2"}});
     CHECK(tlaunch::launch::node_env_vars(nodes[1], o).empty());
     // What a node process does first thing, for learner/1.
@@ -193,8 +241,9 @@ TEST_SUITE("k8s") {
 
   TEST_CASE("resource hints: srun takes the largest, with a warning; local_mp and ssh warn") {
     auto nodes = tlaunch::detail::describe(env_program, {});
-    CHECK(tlaunch::launch::detail::srun_resource_args(nodes) ==
-          std::vector<std::string>{"--cpus-per-task=2", "--gpus-per-task=1", "--mem-per-cpu=2048M"});
+    CHECK(
+        tlaunch::launch::detail::srun_resource_args(nodes) ==
+        std::vector<std::string>{"--cpus-per-task=2", "--gpus-per-task=1", "--mem-per-cpu=2048M"});
     CHECK(tlaunch::launch::largest_resources_warning(nodes, "slurm") ==
           "--launch=slurm gives every instance the same resources, the largest hint of any "
           "node: 2 cpus, 1 gpus, 4096 MB");
@@ -204,7 +253,8 @@ TEST_SUITE("k8s") {
     auto plain = nodes;
     for (auto& n : plain) n.resources = {};
     // Without hints, the step is as before: tasks may share CPUs.
-    CHECK(tlaunch::launch::detail::srun_resource_args(plain) == std::vector<std::string>{"--overcommit"});
+    CHECK(tlaunch::launch::detail::srun_resource_args(plain) ==
+          std::vector<std::string>{"--overcommit"});
     CHECK(tlaunch::launch::ignored_resources_warning(plain, "ssh").empty());
     plain[0].resources.memory_mb = 1000;
     CHECK(tlaunch::launch::detail::srun_resource_args(plain) ==
@@ -232,8 +282,9 @@ TEST_SUITE("k8s") {
     for (auto& m : ms) by[m.file] = m.text;
     REQUIRE(by.size() == 4);
     CHECK(has(by["job.yaml"], "completions: 6\n"));
-    CHECK(has(by["job.yaml"], "          requests:\n            cpu: \"2\"\n            memory: "
-                              "\"4096Mi\"\n            nvidia.com/gpu: \"1\"\n          limits:\n"));
+    CHECK(has(by["job.yaml"],
+              "          requests:\n            cpu: \"2\"\n            memory: "
+              "\"4096Mi\"\n            nvidia.com/gpu: \"1\"\n          limits:\n"));
     CHECK(has(by["job.yaml"], "schedulerName: volcano"));
     CHECK(has(by["podgroup.yaml"], "minMember: 6\n"));
     CHECK(has(by["secret.yaml"], "secret: \"00ff\""));
@@ -278,14 +329,14 @@ TEST_SUITE("k8s") {
 
     auto files = dir.path / "manifests";
     auto written = run({TLAUNCH_HELLO_WORLD_EXE, "--launch=k8s", "--k8s-image=hello:1",
-                        "--k8s-out=" + files.string(), "--replicas", "producer=2"});
+                        fmt::format("--k8s-out={}", files.string()), "--replicas", "producer=2"});
     INFO(written.all);
     REQUIRE(written.code == 0);
-    CHECK(has(written.err, "kubectl apply -f " + files.string()));
+    CHECK(has(written.err, fmt::format("kubectl apply -f {}", files.string())));
     std::vector<std::string> paths;
     for (auto name : {"job.yaml", "service.yaml", "secret.yaml"}) {
       paths.push_back((files / name).string());
-      struct stat st{};
+      struct stat st {};
       REQUIRE(::stat(paths.back().c_str(), &st) == 0);
       CHECK((st.st_mode & 0777) == 0600);
     }
@@ -300,52 +351,29 @@ TEST_SUITE("k8s") {
   }
 
   TEST_CASE("hello_world's pods, started as Kubernetes starts them, run the program to its end") {
-    tlaunch::test_support::temp_dir dir("tlaunch-k8s");
-    auto files = dir.path / "manifests";
-    std::uint16_t port = free_port();
-    auto gen = run({TLAUNCH_HELLO_WORLD_EXE, "--launch=k8s", "--k8s-image=hello:1",
-                    "--k8s-out=" + files.string(), fmt::format("--k8s-port={}", port),
-                    "--env", "producer:TLAUNCH_K8S_TEST={index}"});
-    INFO(gen.all);
-    REQUIRE(gen.code == 0);
-    auto f = check_shape(dir.path, {(files / "job.yaml").string(), (files / "service.yaml").string(),
-                                    (files / "secret.yaml").string()});
-    int pods = std::stoi(one_of(f, "completions"));
-    REQUIRE(pods == 6);
-    std::vector<std::string> argv = all_of(f, "command");
-    REQUIRE(argv.size() == 1);
-    for (auto& a : all_of(f, "arg")) argv.push_back(a);
-    CHECK(std::find(argv.begin(), argv.end(), "--env=producer:TLAUNCH_K8S_TEST={index}") != argv.end());
-
-    // The Secret's volume: the container's root is dir/root.
-    auto secret = dir.path / "root" / one_of(f, "secret_file").substr(1);
-    std::filesystem::create_directories(secret.parent_path());
-    std::ofstream(secret) << one_of(f, "secret");
-    std::filesystem::permissions(secret, std::filesystem::perms::owner_read);
-    for (auto& e : all_of(f, "env")) {
-      auto eq = e.find('=');
-      CHECK(e.substr(0, eq) == "TLAUNCH_SECRET_FILE");  // the only variable the pods get
-    }
-    ::setenv("TLAUNCH_SECRET_FILE", secret.c_str(), 1);
-    ::setenv("TLAUNCH_K8S_HOSTS", (one_of(f, "coordinator_host") + "=127.0.0.1").c_str(), 1);
-
-    // The node pods first: they wait for the coordinator, which starts last.
-    std::vector<std::unique_ptr<process>> procs;
-    for (int i = 0; i < pods; ++i) {
-      ::setenv("JOB_COMPLETION_INDEX", std::to_string(i).c_str(), 1);
-      procs.push_back(std::make_unique<process>(argv));
-    }
-    for (const char* k : {"TLAUNCH_SECRET_FILE", "TLAUNCH_K8S_HOSTS", "JOB_COMPLETION_INDEX"})
-      ::unsetenv(k);
-    std::vector<int> codes;
-    for (auto& p : procs) codes.push_back(p->wait_or_kill(60s));
-    for (int i = 0; i < pods; ++i) {
-      INFO("pod ", i, ": ", procs[i]->all());
-      CHECK(codes[i] == 0);
-      if (i >= 1 && i <= 4) CHECK(has(procs[i]->out(), "added 100, total now"));
+    auto pods = run_as_pods({TLAUNCH_HELLO_WORLD_EXE});
+    REQUIRE(pods.size() == 6);  // counter, 4 producers, the coordinator
+    for (std::size_t i = 0; i < pods.size(); ++i) {
+      INFO("pod ", i, ": ", pods[i].all);
+      CHECK(pods[i].code == 0);
+      if (i >= 1 && i <= 4) CHECK(has(pods[i].out, "added 100, total now"));
     }
     // The coordinator saw every node register and the program end well.
-    CHECK(has(procs[5]->all(), "the program ended with exit code 0 (5 node pods"));
-    CHECK_FALSE(has(procs[5]->all(), "failed"));
+    CHECK(has(pods[5].all, "the program ended with exit code 0 (5 node pods"));
+    CHECK_FALSE(has(pods[5].all, "failed"));
+  }
+
+  TEST_CASE("a pod's node process sets its node's --env variables, by replica") {
+    // run_cmd: two runners run `echo` and the display prints what they said.
+    auto pods = run_as_pods({TLAUNCH_RUN_CMD_EXE, "--replicas", "runner=2", "--env",
+                             "runner:TAG=r{index}x", "--", "echo tag=$TAG"});
+    REQUIRE(pods.size() == 4);  // 2 runners, the display, the coordinator
+    for (const auto& p : pods) {
+      INFO(p.all);
+      CHECK(p.code == 0);
+    }
+    INFO(pods[2].all);
+    CHECK(has(pods[2].out, "tag=r0x"));
+    CHECK(has(pods[2].out, "tag=r1x"));
   }
 }

@@ -69,13 +69,13 @@ namespace tlaunch::launch {
 
 // What --launch=k8s writes, from its flags.
 struct k8s_settings {
-  std::string out_dir;           // --k8s-out (""; stdout)
-  std::string image;             // --k8s-image (required)
-  std::string ns = "default";    // --k8s-namespace
-  std::string name;              // --k8s-name (default: tlaunch-<binary>)
-  std::string binary;            // --k8s-binary: the program's path in the image
-  std::uint16_t port = 7070;     // --k8s-port: the coordinator's
-  bool volcano = false;          // --k8s-volcano
+  std::string out_dir;         // --k8s-out (""; stdout)
+  std::string image;           // --k8s-image (required)
+  std::string ns = "default";  // --k8s-namespace
+  std::string name;            // --k8s-name (default: tlaunch-<binary>)
+  std::string binary;          // --k8s-binary: the program's path in the image
+  std::uint16_t port = 7070;   // --k8s-port: the coordinator's
+  bool volcano = false;        // --k8s-volcano
 };
 
 // The secret's directory inside a pod; the file is <dir>/secret.
@@ -89,8 +89,10 @@ inline std::string dns_label(std::string_view s, std::size_t max = 40) {
   for (char c : s) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (ok) out += c;
-    else if (!out.empty() && out.back() != '-') out += '-';
+    if (ok)
+      out += c;
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
   }
   if (out.empty() || !(out[0] >= 'a' && out[0] <= 'z')) out.insert(0, "p-");
   if (out.size() > max) out.resize(max);
@@ -103,10 +105,18 @@ inline std::string yaml_quote(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20)
           out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
@@ -170,7 +180,7 @@ inline bool tcp_reachable(const std::string& address) {
 class k8s_pod final : public child {
  public:
   k8s_pod(std::string pod, child_callbacks cb) : pod_(std::move(pod)), cb_(std::move(cb)) {}
-  void write_stdin(std::string_view) override {}  // the secret is the pod's Secret
+  void write_stdin(std::string_view) override {}     // the secret is the pod's Secret
   void close_stdin() override { stopping_ = true; }  // the stop message went on its connection
   void kill() override {
     exit_status st;
@@ -183,9 +193,10 @@ class k8s_pod final : public child {
   void connection_closed() override {
     exit_status st;  // exited 0 when told to stop; the pod's own status is Kubernetes'
     if (!stopping_)
-      st.unknown = fmt::format("its connection closed (pod {} ended or lost its network; "
-                               "`kubectl logs` tells why)",
-                               pod_);
+      st.unknown = fmt::format(
+          "its connection closed (pod {} ended or lost its network; "
+          "`kubectl logs` tells why)",
+          pod_);
     end(st);
   }
 
@@ -216,12 +227,17 @@ inline k8s_settings k8s_settings_of(const options& o) {
   if (auto v = flag("--k8s-port")) k.port = static_cast<std::uint16_t>(std::stoul(*v));
   k.volcano = flag("--k8s-volcano") != nullptr;
   std::string exe = tlaunch::detail::self_exe<launch_error>();
-  if (auto v = flag("--k8s-name")) k.name = detail::dns_label(*v);
-  else k.name = detail::dns_label("tlaunch-" + std::filesystem::path(exe).filename().string());
+  if (auto v = flag("--k8s-name"))
+    k.name = detail::dns_label(*v);
+  else
+    k.name = detail::dns_label(
+        fmt::format("tlaunch-{}", std::filesystem::path(exe).filename().string()));
   if (k.binary.empty()) k.binary = exe;
   if (k.image.empty())
-    throw launch_error("--launch=k8s needs --k8s-image=IMAGE, an image that holds this program (at " +
-                       k.binary + ", or say where with --k8s-binary=PATH)");
+    throw launch_error(fmt::format(
+        "--launch=k8s needs --k8s-image=IMAGE, an image that holds this program (at {}, or say "
+        "where with --k8s-binary=PATH)",
+        k.binary));
   return k;
 }
 
@@ -236,7 +252,8 @@ inline std::string k8s_coordinator_address(const std::vector<tlaunch::detail::no
 inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::detail::node_info>& nodes,
                                              const options& o, const k8s_settings& k) {
   std::vector<std::string> args = {
-      "--tlaunch-role=k8s", "--tlaunch-coordinator=" + k8s_coordinator_address(nodes, k),
+      "--tlaunch-role=k8s",
+      fmt::format("--tlaunch-coordinator={}", k8s_coordinator_address(nodes, k)),
       fmt::format("--start-timeout={}", static_cast<double>(o.start_timeout.count()) / 1000.0)};
   auto tail = std::find(o.passthrough.begin(), o.passthrough.end(), "--");
   for (auto it = o.passthrough.begin(); it != tail; ++it)
@@ -267,18 +284,19 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
   };
   std::vector<k8s_manifest> out;
 
-  out.push_back({"secret.yaml",
-                 fmt::format("# The launch secret: every pod reads it from {}/secret.\n"
-                             "apiVersion: v1\nkind: Secret\n{}type: Opaque\nstringData:\n  secret: {}\n",
-                             k8s_secret_dir, meta(k.name + "-secret"), yaml_quote(secret_hex))});
+  out.push_back(
+      {"secret.yaml",
+       fmt::format("# The launch secret: every pod reads it from {}/secret.\n"
+                   "apiVersion: v1\nkind: Secret\n{}type: Opaque\nstringData:\n  secret: {}\n",
+                   k8s_secret_dir, meta(k.name + "-secret"), yaml_quote(secret_hex))});
 
-  out.push_back({"service.yaml",
-                 fmt::format("# Stable names: pod i is <job>-<i>.<service>; the last is the "
-                             "coordinator.\napiVersion: v1\nkind: Service\n{}spec:\n"
-                             "  clusterIP: None\n  publishNotReadyAddresses: true\n"
-                             "  selector:\n    tlaunch/job: {}\n  ports:\n"
-                             "  - name: coordinator\n    port: {}\n    targetPort: {}\n",
-                             meta(k.name), k.name, k.port, k.port)});
+  out.push_back(
+      {"service.yaml", fmt::format("# Stable names: pod i is <job>-<i>.<service>; the last is the "
+                                   "coordinator.\napiVersion: v1\nkind: Service\n{}spec:\n"
+                                   "  clusterIP: None\n  publishNotReadyAddresses: true\n"
+                                   "  selector:\n    tlaunch/job: {}\n  ports:\n"
+                                   "  - name: coordinator\n    port: {}\n    targetPort: {}\n",
+                                   meta(k.name), k.name, k.port, k.port)});
 
   if (k.volcano)
     out.push_back({"podgroup.yaml",
@@ -288,19 +306,22 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
                                pods, meta(k.name), pods)});
 
   std::string args;
-  for (const auto& a : k8s_pod_args(nodes, o, k)) args += fmt::format("        - {}\n", yaml_quote(a));
+  for (const auto& a : k8s_pod_args(nodes, o, k))
+    args += fmt::format("        - {}\n", yaml_quote(a));
   std::string resources;
   if (auto r = largest_resources(nodes); r.any()) {
     std::string each;
     if (r.cpus) each += fmt::format("            cpu: \"{}\"\n", r.cpus);
     if (r.memory_mb) each += fmt::format("            memory: \"{}Mi\"\n", r.memory_mb);
     if (r.gpus) each += fmt::format("            nvidia.com/gpu: \"{}\"\n", r.gpus);
-    resources = fmt::format("        resources:\n          requests:\n{}          limits:\n{}", each, each);
+    resources =
+        fmt::format("        resources:\n          requests:\n{}          limits:\n{}", each, each);
   }
   std::string scheduling, annotations;
   if (k.volcano) {
     scheduling = "      schedulerName: volcano\n";
-    annotations = fmt::format("      annotations:\n        scheduling.k8s.io/group-name: {}\n", k.name);
+    annotations =
+        fmt::format("      annotations:\n        scheduling.k8s.io/group-name: {}\n", k.name);
   }
   out.push_back(
       {"job.yaml",
@@ -320,8 +341,8 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
            "      volumes:\n      - name: launch-secret\n        secret:\n"
            "          secretName: {3}-secret\n          defaultMode: 256  # 0400\n",
            pods - 1, meta(k.name), pods, k.name, annotations, scheduling, yaml_quote(k.image),
-           yaml_quote(k.binary), args, yaml_quote(std::string(k8s_secret_dir) + "/secret"),
-           k.port, resources, k8s_secret_dir)});
+           yaml_quote(k.binary), args, yaml_quote(std::string(k8s_secret_dir) + "/secret"), k.port,
+           resources, k8s_secret_dir)});
   return out;
 }
 
@@ -344,14 +365,17 @@ inline int write_k8s_manifests(const std::vector<tlaunch::detail::node_info>& no
     auto path = std::filesystem::path(k.out_dir) / m.file;
     // Owner-only from the start: the secret is in one of them.
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && ::write(fd, m.text.data(), m.text.size()) ==
-                             static_cast<ssize_t>(m.text.size());
+    bool ok =
+        fd >= 0 && ::write(fd, m.text.data(), m.text.size()) == static_cast<ssize_t>(m.text.size());
     if (fd >= 0) ::close(fd);
-    if (!ok) throw launch_error(fmt::format("--k8s-out: cannot write {}: {}", path.string(), detail::errno_text(errno)));
+    if (!ok)
+      throw launch_error(
+          fmt::format("--k8s-out: cannot write {}: {}", path.string(), detail::errno_text(errno)));
   }
-  out.print("launcher", stream::err,
-            fmt::format("wrote {} manifests for {} pods to {}; run them with `kubectl apply -f {}`",
-                        manifests.size(), detail::total_instances(nodes) + 1, k.out_dir, k.out_dir));
+  out.print(
+      "launcher", stream::err,
+      fmt::format("wrote {} manifests for {} pods to {}; run them with `kubectl apply -f {}`",
+                  manifests.size(), detail::total_instances(nodes) + 1, k.out_dir, k.out_dir));
   return 0;
 }
 
@@ -405,10 +429,11 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& no
   for (const auto& n : nodes)
     for (std::uint32_t i = 0; i < n.replicas; ++i, ++flat)
       places.push_back({flat, fmt::format("{}/{}", n.name, i), fmt::format("{}-{}", job, flat)});
-  int code = coord.run(places, [](const placement& pl, std::uint16_t, const std::vector<std::string>&,
-                                  child_callbacks cb) -> child_ptr {
-    return std::make_unique<detail::k8s_pod>(pl.host, std::move(cb));
-  });
+  int code = coord.run(places,
+                       [](const placement& pl, std::uint16_t, const std::vector<std::string>&,
+                          child_callbacks cb) -> child_ptr {
+                         return std::make_unique<detail::k8s_pod>(pl.host, std::move(cb));
+                       });
   // The pod's log is all a user sees of the coordinator: say how it ended.
   out.print("launcher", stream::err,
             fmt::format("the program ended with exit code {} ({} node pods; all registered after "
@@ -424,7 +449,8 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
   auto deadline = std::chrono::steady_clock::now() + o.start_timeout;
   while (!detail::tcp_reachable(r.coordinator_address)) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      std::fprintf(stderr, "tlaunch: pod of %s: the coordinator at %s did not listen within %.1f s\n",
+      std::fprintf(stderr,
+                   "tlaunch: pod of %s: the coordinator at %s did not listen within %.1f s\n",
                    r.role.c_str(), r.coordinator_address.c_str(),
                    static_cast<double>(o.start_timeout.count()) / 1000.0);
       return std::nullopt;
@@ -432,11 +458,13 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw launch_error("--tlaunch-role=k8s: pipe: " + detail::errno_text(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw launch_error(fmt::format("--tlaunch-role=k8s: pipe: {}", detail::errno_text(errno)));
   std::string line = tlaunch::detail::to_hex(r.secret) + "\n";
   if (::write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
       ::dup2(fds[0], 0) < 0)
-    throw launch_error("--tlaunch-role=k8s: cannot hand the secret over: " + detail::errno_text(errno));
+    throw launch_error(fmt::format("--tlaunch-role=k8s: cannot hand the secret over: {}",
+                                   detail::errno_text(errno)));
   ::close(fds[0]);  // fds[1] stays open for the life of the process: no EOF, no stop
   options node = o;
   node.role = r.role;
@@ -466,7 +494,8 @@ struct k8s_launcher {
   static constexpr std::string_view name = "k8s";
   static constexpr std::string_view summary =
       "writes Kubernetes manifests (an Indexed Job, a headless Service, a Secret)";
-  static constexpr std::string_view usage = R"(Kubernetes (--launch=k8s; writes manifests, `kubectl apply` runs them):
+  static constexpr std::string_view usage =
+      R"(Kubernetes (--launch=k8s; writes manifests, `kubectl apply` runs them):
   --k8s-image=IMAGE        the image the pods run (holds this program; required)
   --k8s-binary=PATH        the program's path in the image (default: its path here)
   --k8s-namespace=NS       the namespace of every object (default: default)
@@ -481,14 +510,14 @@ struct k8s_launcher {
       o.launcher_flags[f] = "";
       return true;
     }
-    if (f != "--k8s-image" && f != "--k8s-binary" && f != "--k8s-namespace" &&
-        f != "--k8s-name" && f != "--k8s-out" && f != "--k8s-port")
+    if (f != "--k8s-image" && f != "--k8s-binary" && f != "--k8s-namespace" && f != "--k8s-name" &&
+        f != "--k8s-out" && f != "--k8s-port")
       return false;
     std::string v = r.value();
     if (f == "--k8s-port") {
       if (detail::parse_uint(f, v, 65535) == 0) throw usage_error("--k8s-port: must be at least 1");
     } else if (f == "--k8s-namespace" && detail::dns_label(v, 63) != v) {
-      throw usage_error("--k8s-namespace: '" + v + "' is not a DNS label");
+      throw usage_error(fmt::format("--k8s-namespace: '{}' is not a DNS label", v));
     } else if (v.empty()) {
       throw usage_error(f + " needs a value");
     }

@@ -25,7 +25,8 @@ inline std::string role_of_flat_index(const std::vector<tlaunch::detail::node_in
   try {
     std::size_t pos = 0;
     flat = std::stoull(text, &pos);
-    if (pos != text.size() || text.front() == '-') throw std::invalid_argument("trailing characters");
+    if (pos != text.size() || text.front() == '-')
+      throw std::invalid_argument("trailing characters");
   } catch (const std::exception&) {
     throw launch_error(fmt::format("{}='{}' is not an instance index", var, text));
   }

@@ -153,8 +153,9 @@ std::uint16_t free_port() {
 
 // Writes the manifests of `program` (argv[0] and its flags) and runs every pod of its Job
 // on this machine, each as Kubernetes starts it (see the top of this file); returns how each
-// ended, in completion index order, once all have.
-std::vector<finished> run_as_pods(std::vector<std::string> program) {
+// ended, in completion index order, once all have. With `only`, just those indices start
+// (the others stand for pods the cluster could not place).
+std::vector<finished> run_as_pods(std::vector<std::string> program, std::vector<int> only = {}) {
   tlaunch::test_support::temp_dir dir("tlaunch-k8s");
   auto files = dir.path / "manifests";
   auto gen_argv = program;
@@ -186,6 +187,7 @@ std::vector<finished> run_as_pods(std::vector<std::string> program) {
   std::vector<std::unique_ptr<process>> procs;
   int pods = std::stoi(one_of(f, "completions"));
   for (int i = 0; i < pods; ++i) {
+    if (!only.empty() && std::find(only.begin(), only.end(), i) == only.end()) continue;
     ::setenv("JOB_COMPLETION_INDEX", std::to_string(i).c_str(), 1);
     procs.push_back(std::make_unique<process>(argv));
   }
@@ -375,5 +377,27 @@ TEST_SUITE("k8s") {
     INFO(pods[2].all);
     CHECK(has(pods[2].out, "tag=r0x"));
     CHECK(has(pods[2].out, "tag=r1x"));
+  }
+
+  TEST_CASE("gang start: a pod that never comes fails the program within --start-timeout") {
+    // Pod 3 (producer/2) is never placed: the coordinator names it and fails; the pods that
+    // registered are stopped. A node pod whose coordinator never comes gives up alone.
+    auto pods = run_as_pods({TLAUNCH_HELLO_WORLD_EXE, "--start-timeout=1", "--grace=0.2"},
+                            {0, 1, 2, 4, 5});
+    REQUIRE(pods.size() == 5);
+    INFO(pods[4].all);
+    CHECK(pods[4].code == 1);
+    CHECK(has(pods[4].all, "did not register within"));
+    CHECK(has(pods[4].all, "producer/2@tlaunch-hello-world-3"));
+    for (int i = 0; i < 4; ++i) {
+      INFO("pod ", i, ": ", pods[i].all);
+      CHECK_FALSE(pods[i].timed_out);
+      CHECK_FALSE(has(pods[i].out, "added 100"));  // no run() began without every node
+    }
+    auto alone = run_as_pods({TLAUNCH_HELLO_WORLD_EXE, "--start-timeout=0.5"}, {1});
+    REQUIRE(alone.size() == 1);
+    CHECK(alone[0].code == 3);
+    CHECK(has(alone[0].err, "the coordinator at 127.0.0.1:"));
+    CHECK(has(alone[0].err, "did not listen within 0.5 s"));
   }
 }

@@ -435,10 +435,12 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& no
                          return std::make_unique<detail::k8s_pod>(pl.host, std::move(cb));
                        });
   // The pod's log is all a user sees of the coordinator: say how it ended.
+  auto registered = coord.time_to_registered().count();  // 0: not all of them did
   out.print("launcher", stream::err,
-            fmt::format("the program ended with exit code {} ({} node pods; all registered after "
-                        "{} ms)",
-                        code, places.size(), coord.time_to_registered().count()));
+            fmt::format("the program ended with exit code {} ({} node pods{})", code,
+                        places.size(),
+                        registered > 0 ? fmt::format("; all registered after {} ms", registered)
+                                       : std::string()));
   return code;
 }
 
@@ -465,7 +467,7 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
       ::dup2(fds[0], 0) < 0)
     throw launch_error(fmt::format("--tlaunch-role=k8s: cannot hand the secret over: {}",
                                    detail::errno_text(errno)));
-  ::close(fds[0]);  // fds[1] stays open for the life of the process: no EOF, no stop
+  if (fds[0] != 0) ::close(fds[0]);  // fds[1] stays open for the process's life: no EOF
   options node = o;
   node.role = r.role;
   node.coordinator = r.coordinator_address;

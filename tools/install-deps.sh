@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   g++ clang cmake ninja-build meson pkg-config
   libasio-dev libcereal-dev libssh-dev libssl-dev libfmt-dev doctest-dev
-  openssh-server openssh-client procps python3
+  openssh-server openssh-client procps python3 python3-yaml
   slurm-wlm munge tmux
 )
 

@@ -34,6 +34,7 @@ int main(const program_t<Nodes...>& p, int argc, const char* const* argv) {
   }
   try {
     if (o.agent) return launch::run_agent();
+    if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
     if (!o.role.empty()) return launch::run_node_process(p, o);
     launch::check_env_nodes(tlaunch::detail::describe(p, o.replicas), o);
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);

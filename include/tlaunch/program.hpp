@@ -10,11 +10,13 @@
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -40,6 +42,9 @@ struct ref_t {
 template <detail::fixed_string Name>
 inline constexpr ref_t<Name> ref{};
 
+// node<...>().resources({.cpus = 2, .gpus = 1, .memory_mb = 4096}); 0: no hint.
+using node_resources = detail::node_resources;
+
 template <detail::fixed_string Name, class T, class... Args>
 struct node_spec {
   using type = T;
@@ -60,6 +65,28 @@ struct node_spec {
   constexpr node_spec restart(restart_policy p) const {
     node_spec c = *this;
     c.restart_limits = p;
+    return c;
+  }
+
+  // Sets KEY=VALUE in each process of this node, "{index}" in VALUE becoming the replica's
+  // index; --env NAME:KEY=VALUE wins over it. Literals: the program is a constant.
+  static constexpr std::size_t max_env = 16;
+  std::array<std::pair<std::string_view, std::string_view>, max_env> env_vars{};
+  std::size_t env_count = 0;
+  constexpr node_spec env(std::string_view key, std::string_view value) const {
+    if (key.empty() || key.find('=') != std::string_view::npos)
+      throw launch_error("node<...>().env: a variable name, not empty and without '='");
+    if (env_count == max_env) throw launch_error("node<...>().env: at most 16 variables a node");
+    node_spec c = *this;
+    c.env_vars[c.env_count++] = {key, value};
+    return c;
+  }
+
+  // Hints of what each instance needs (launchers that place on a cluster honour them).
+  node_resources resource_hints{};
+  constexpr node_spec resources(node_resources r) const {
+    node_spec c = *this;
+    c.resource_hints = r;
     return c;
   }
 };

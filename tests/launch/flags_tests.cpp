@@ -120,10 +120,11 @@ TEST_SUITE("registry") {
   TEST_CASE("--launch values, --help and the error for an unknown one come from the registry") {
     auto u = tlaunch::launch::usage("prog");
     for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on",
-                          "slurm: nodes as the tasks of one srun step"})
+                          "slurm: nodes as the tasks of one srun step",
+                          "k8s: writes Kubernetes manifests", "--k8s-image=IMAGE"})
       CHECK_MESSAGE(u.find(l) != std::string::npos, l);
     CHECK_THROWS_WITH_AS(parse({"--launch=cloud"}),
-                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh, slurm",
+                         "--launch: 'cloud' is not one of local_mt, local_mp, ssh, slurm, k8s",
                          tlaunch::launch::usage_error);
     // usage_error is a tlaunch::error.
     CHECK_THROWS_AS(parse({"--launch=cloud"}), tlaunch::error);

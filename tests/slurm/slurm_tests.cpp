@@ -146,7 +146,7 @@ TEST_SUITE("slurm") {
     CHECK(tlaunch::launch::slurm_task_role(nodes) == "producer/3");
     ::setenv("SLURM_PROCID", "5", 1);
     CHECK_THROWS_WITH_AS(tlaunch::launch::slurm_task_role(nodes),
-                         doctest::Contains("Slurm task 5 has no node instance"),
+                         doctest::Contains("SLURM_PROCID=5 names no node instance"),
                          tlaunch::launch_error);
     ::unsetenv("SLURM_PROCID");
     CHECK_THROWS_AS(tlaunch::launch::slurm_task_role(nodes), tlaunch::launch_error);

@@ -52,6 +52,9 @@ class child {
   // "" for a local process, the host (as the user wrote it) for a remote one.
   virtual std::string host() const = 0;
   virtual long pid() const = 0;  // local pid, or the remote pid if known, else -1
+  // The process's connection to the coordinator closed: a child that cannot see its
+  // process end (a Kubernetes pod) takes this as its end.
+  virtual void connection_closed() {}
 };
 
 using child_ptr = std::unique_ptr<child>;

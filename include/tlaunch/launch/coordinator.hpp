@@ -77,9 +77,18 @@ class coordinator final : public rpc::connection_sink {
       }
   }
 
-  // Listens on bind_ip:0; returns the port.
-  std::uint16_t listen(const std::string& bind_ip) {
-    asio::ip::tcp::endpoint ep(asio::ip::make_address(bind_ip), 0);
+  // The launch secret, when it was chosen before the launch (--launch=k8s writes it into
+  // a Secret); call before listen().
+  void use_secret(std::vector<std::uint8_t> secret) {
+    secret_ = std::move(secret);
+    auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
+    cfg->secret = secret_;
+    cfg_ = cfg;
+  }
+
+  // Listens on bind_ip:port (0: any free port); returns the port.
+  std::uint16_t listen(const std::string& bind_ip, std::uint16_t port = 0) {
+    asio::ip::tcp::endpoint ep(asio::ip::make_address(bind_ip), port);
     acceptor_.open(ep.protocol());
     // Asio opens sockets without close-on-exec: node processes started later
     // would otherwise inherit the coordinator's listening socket.

@@ -18,6 +18,7 @@
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
+#include "node_env.hpp"
 #include "output.hpp"
 
 namespace tlaunch::launch {
@@ -25,6 +26,7 @@ namespace tlaunch::launch {
 template <class... Nodes>
 int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer& out) {
   auto nodes = tlaunch::detail::describe(p, o.replicas);
+  warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
   coord.listen("127.0.0.1");
   std::vector<placement> places;

@@ -27,7 +27,8 @@ template <class... Nodes>
 int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer& out,
                  const std::function<void(tlaunch::detail::runtime&)>& started = {},
                  const std::function<void(std::function<void()>)>& publish_stop = {}) {
-  refuse_node_env(o);
+  refuse_node_env(tlaunch::detail::describe(p, o.replicas), o);
+  warn_ignored_resources(tlaunch::detail::describe(p, o.replicas), "local_mt", out);
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 2;
   ro.force_wire = o.force_wire;

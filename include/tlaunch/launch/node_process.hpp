@@ -108,12 +108,14 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
   }
   std::uint32_t flat = 0;
   bool found = false;
+  const tlaunch::detail::node_info* mine = nullptr;
   {
     std::uint32_t at = 0;
     for (auto& n : nodes) {
       if (n.name == name && index < n.replicas) {
         flat = at + index;
         found = true;
+        mine = &n;
       }
       at += n.replicas;
     }
@@ -124,7 +126,7 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
     return 2;
   }
 
-  apply_node_env(o, name, index);  // before any thread of this process starts
+  apply_node_env(*mine, o, index);  // before any thread of this process starts
 
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 1;

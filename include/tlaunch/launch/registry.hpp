@@ -9,6 +9,7 @@
 #include "../error.hpp"
 #include "../program.hpp"
 #include "flags.hpp"
+#include "k8s.hpp"
 #include "launcher.hpp"
 #include "local_mp.hpp"
 #include "local_mt.hpp"
@@ -36,7 +37,7 @@ struct launcher_list {
 };
 
 using registered_launchers = launcher_list<local_mt_launcher, local_mp_launcher, ssh_launcher,
-                                           slurm_launcher>;
+                                           slurm_launcher, k8s_launcher>;
 
 // The command line, with every registered launcher's flags.
 inline options parse(int argc, const char* const* argv) {

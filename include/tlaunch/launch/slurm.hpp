@@ -47,6 +47,7 @@
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
+#include "node_env.hpp"
 #include "output.hpp"
 #include "placement.hpp"
 #include "slurm_task.hpp"
@@ -331,6 +332,23 @@ class slurm_task final : public child {
   std::string node_;
 };
 
+// The srun options for the nodes' resource hints. One step serves every task, so each
+// gets the largest hint of any node (largest_resources_warning says so when they differ).
+// Memory is per CPU in srun's terms (--mem is per Slurm node, shared by its tasks). With a
+// CPU hint the step no longer overcommits: each task then needs its CPUs in the allocation.
+inline std::vector<std::string> srun_resource_args(
+    const std::vector<tlaunch::detail::node_info>& nodes) {
+  auto r = largest_resources(nodes);
+  std::vector<std::string> args;
+  if (r.cpus == 0) args.push_back("--overcommit");
+  if (r.cpus) args.push_back(fmt::format("--cpus-per-task={}", r.cpus));
+  if (r.gpus) args.push_back(fmt::format("--gpus-per-task={}", r.gpus));
+  if (r.memory_mb)
+    args.push_back(fmt::format("--mem-per-cpu={}M",
+                               (r.memory_mb + std::max(r.cpus, 1u) - 1) / std::max(r.cpus, 1u)));
+  return args;
+}
+
 // A directory only this user can read, removed with everything in it.
 class private_temp_dir {
  public:
@@ -384,6 +402,8 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
   for (const auto& h : named)
     if (std::find(allocation.begin(), allocation.end(), h) == allocation.end())
       throw launch_error("--launch=slurm: host '" + h + "' is not a node of job " + job);
+  if (auto w = largest_resources_warning(nodes, "slurm"); !w.empty())
+    out.print("launcher", stream::err, w);
   auto places = place_instances(nodes, o.place, hosts);
   if (places.empty()) throw launch_error("--launch=slurm: the program has no node instance");
 
@@ -417,8 +437,8 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
     if (pl.flat + 1 == places.size()) {  // the last instance: every task has its callbacks
       std::vector<std::string> argv = {
           "srun", fmt::format("--ntasks={}", places.size()), fmt::format("--nodes={}", used.size()),
-          "--distribution=arbitrary", "--overcommit", "--label", "--kill-on-bad-exit=0",
-          "--job-name=tlaunch"};
+          "--distribution=arbitrary", "--label", "--kill-on-bad-exit=0", "--job-name=tlaunch"};
+      for (auto& a : detail::srun_resource_args(nodes)) argv.push_back(a);
       if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
         for (auto& a : detail::split(it->second, '\n')) argv.push_back(a);
       argv.push_back(exe);

@@ -34,6 +34,7 @@
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
+#include "node_env.hpp"
 #include "output.hpp"
 #include "placement.hpp"
 #include "ssh/tmux_terminal.hpp"
@@ -50,6 +51,7 @@ template <class... Nodes>
 int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   auto nodes = tlaunch::detail::describe(p, o.replicas);
+  warn_ignored_resources(nodes, "ssh", out);
   auto hosts = listed_hosts(o.hosts, o.hostfile, "ssh");
   auto places = place_instances(nodes, o.place, hosts);
 

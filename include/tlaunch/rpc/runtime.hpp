@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "../detail/build_id.hpp"
@@ -39,6 +40,15 @@ struct restart_policy {
   std::chrono::milliseconds backoff{100};
 };
 
+// Resource hints of a node (node<...>().resources(...)); 0: no hint.
+struct node_resources {
+  std::uint32_t cpus = 0;
+  std::uint32_t gpus = 0;
+  std::uint64_t memory_mb = 0;
+  bool any() const noexcept { return cpus != 0 || gpus != 0 || memory_mb != 0; }
+  bool operator==(const node_resources&) const = default;
+};
+
 // A node of the program as the runtime sees it.
 struct node_info {
   std::string_view name;
@@ -46,6 +56,9 @@ struct node_info {
   std::uint32_t replicas = 1;
   bool has_run = false;
   std::uint32_t first = 0;  // flat id of replica 0
+  // node<...>().env(KEY, VALUE) in program order; VALUE may hold "{index}".
+  std::vector<std::pair<std::string_view, std::string_view>> env;
+  node_resources resources;
   restart_policy restart{};
 };
 
@@ -524,6 +537,7 @@ inline void runtime::stop_instances() {
 // The names the launch layer and handle.hpp use.
 namespace tlaunch::detail {
 using rpc::node_info;
+using rpc::node_resources;
 using rpc::runtime;
 using rpc::runtime_options;
 }  // namespace tlaunch::detail

@@ -209,7 +209,7 @@ struct Policy {
       &Policy::act, tlaunch::batch_options{.max_batch = 64, .max_wait = std::chrono::milliseconds(2)}>>;
 };
 
-struct Actor {
+struct Player {
   tlaunch::handle<Policy> policy;
   asio::awaitable<void> run(tlaunch::context& ctx) {
     for (int step = 0; step < 100; ++step) {
@@ -220,9 +220,9 @@ struct Actor {
   }
 };
 
-constexpr auto actors = tlaunch::program(
+constexpr auto players = tlaunch::program(
     tlaunch::node<"policy", Policy>(),
-    tlaunch::node<"actor", Actor>(tlaunch::ref<"policy">).replicas(8));
+    tlaunch::node<"player", Player>(tlaunch::ref<"policy">).replicas(8));
 // ---- end ----
 
 }  // namespace
@@ -288,13 +288,13 @@ TEST_SUITE("readme") {
     CHECK(t.wait() == 0);  // the learner got 2000 intact samples and stopped the program
   }
 
-  TEST_CASE("batched handlers: eight actors' calls share batches of one method call") {
+  TEST_CASE("batched handlers: eight players each get their own results from one batched method") {
     for (bool wire : {false, true}) {
       CAPTURE(wire);
       tlaunch::launch::options o;
       o.force_wire = wire;
-      tlaunch::testing::test_launch t(actors, o);
-      CHECK(t.wait() == 0);  // every actor got its own action for each of its 100 calls
+      tlaunch::testing::test_launch t(players, o);
+      CHECK(t.wait() == 0);  // every player got its own action for each of its 100 calls
     }
   }
 }

@@ -5,6 +5,9 @@
 // sizes they record are exact.
 #include <doctest/doctest.h>
 
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -86,6 +89,18 @@ struct Model {
     co_return out;
   }
 
+  // The same when the caller cancels the call (a timer wins the race with it).
+  asio::awaitable<std::vector<int>> cancel_then_fill() {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer timer(co_await asio::this_coro::executor, 20ms);
+    auto first = co_await (self.call<&Model::full>(-2) || timer.async_wait(asio::use_awaitable));
+    std::vector<tlaunch::future<int>> fs;
+    for (int i = 0; i < 4; ++i) fs.push_back(self.async<&Model::full>(i));
+    std::vector<int> out{static_cast<int>(first.index())};
+    for (auto& f : fs) out.push_back(co_await f.async_wait());
+    co_return out;
+  }
+
   using rpc = tlaunch::methods<
       tlaunch::batched<&Model::square, tlaunch::batch_options{.max_batch = 8, .max_wait = 2ms}>,
       tlaunch::batched<&Model::full, tlaunch::batch_options{.max_batch = 4, .max_wait = an_hour}>,
@@ -94,7 +109,7 @@ struct Model {
       tlaunch::batched<&Model::short_by_one,
                        tlaunch::batch_options{.max_batch = 3, .max_wait = an_hour}>,
       &Model::square_batch_sizes, &Model::full_batches_seen, &Model::call_self,
-      &Model::abandon_then_fill>;
+      &Model::abandon_then_fill, &Model::cancel_then_fill>;
 };
 
 // Callers in other nodes: each starts n calls of Model::full at once.
@@ -226,6 +241,17 @@ TEST_SUITE("batched") {
       tlaunch::testing::test_launch t(serving, o);
       auto model = t.get<"model">();
       CHECK(model.sync<&Model::abandon_then_fill>() == std::vector<int>{1, 1000, 1001, 1002, 1003});
+      CHECK(model.sync<&Model::full_batches_seen>() ==
+            std::vector<std::vector<int>>{{0, 1, 2, 3}});
+    });
+  }
+
+  TEST_CASE("a call cancelled while it waits leaves the batch") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      // Index 1: the timer won and the call was cancelled.
+      CHECK(model.sync<&Model::cancel_then_fill>() == std::vector<int>{1, 1000, 1001, 1002, 1003});
       CHECK(model.sync<&Model::full_batches_seen>() ==
             std::vector<std::vector<int>>{{0, 1, 2, 3}});
     });

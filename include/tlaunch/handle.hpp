@@ -46,7 +46,7 @@ struct handle_access {
 };
 
 template <auto M>
-using result_of = typename method_traits<decltype(M)>::result;
+using result_of = typename call_traits<M>::result;
 
 template <class R>
 struct completion_signature_of {
@@ -89,7 +89,7 @@ void argument_does_not_convert_to_parameter_type() = delete;  // tlaunch: pass w
 // from; 0 when all can. Only for as many arguments as M takes.
 template <auto M, class... A>
 constexpr std::size_t first_unconvertible_argument() {
-  using params = typename method_traits<decltype(M)>::args;
+  using params = typename call_traits<M>::args;
   return []<std::size_t... I>(std::index_sequence<I...>) {
     constexpr bool ok[] = {std::is_constructible_v<std::tuple_element_t<I, params>, A>..., true};
     for (std::size_t i = 0; i < sizeof...(I); ++i)
@@ -100,7 +100,7 @@ constexpr std::size_t first_unconvertible_argument() {
 
 template <auto M, class... A>
 constexpr bool call_arguments_ok() {
-  if constexpr (sizeof...(A) != method_traits<decltype(M)>::arity)
+  if constexpr (sizeof...(A) != call_traits<M>::arity)
     return false;
   else
     return first_unconvertible_argument<M, A...>() == 0;
@@ -114,7 +114,7 @@ inline constexpr bool call_ok =
 // Reports the first reason call_ok is false.
 template <class S, auto M, class... A>
 void report_call() {
-  using traits = method_traits<decltype(M)>;
+  using traits = call_traits<M>;
   if constexpr (!exposure_ok<S, M>) {
     report_exposure<S, M>();
   } else if constexpr (!method_serializable_ok<M>) {
@@ -191,7 +191,7 @@ class handle {
       return {};
     } else {
       check_bound<M>();
-      if constexpr (!detail::method_traits<decltype(M)>::is_coroutine) {
+      if constexpr (!detail::call_traits<M>::is_coroutine && !detail::call_traits<M>::is_batched) {
         if (opt.timeout.count() == 0)
           if (rpc::instance* inst = direct_ ? direct_ : rt_->local(flat_))
             return call_colocated<M>(rt_, flat_, inst, make_args<M>(std::forward<A>(args)...));
@@ -282,7 +282,7 @@ class handle {
   // Called only once call_ok holds.
   template <auto M, class... A>
   static auto make_args(A&&... args) {
-    return typename detail::method_traits<decltype(M)>::args(std::forward<A>(args)...);
+    return typename detail::call_traits<M>::args(std::forward<A>(args)...);
   }
   template <auto M>
   void check_bound() const {

@@ -7,6 +7,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "batched.hpp"
 #include "bytes.hpp"
 #include "context.hpp"
 #include "error.hpp"

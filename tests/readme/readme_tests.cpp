@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -196,6 +197,34 @@ constexpr auto agent = tlaunch::program(
     tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">));
 // ---- end ----
 
+// ---- README: batched handlers ----
+struct Policy {
+  // One observation per call; one action per observation.
+  std::vector<int> act(std::vector<std::vector<float>> observations) {
+    std::vector<int> actions;
+    for (const auto& o : observations) actions.push_back(o.at(0) > 0.5f ? 1 : 0);
+    return actions;
+  }
+  using rpc = tlaunch::methods<tlaunch::batched<
+      &Policy::act, tlaunch::batch_options{.max_batch = 64, .max_wait = std::chrono::milliseconds(2)}>>;
+};
+
+struct Player {
+  tlaunch::handle<Policy> policy;
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    for (int step = 0; step < 100; ++step) {
+      std::vector<float> observation{static_cast<float>((step + ctx.index()) % 2)};
+      int action = co_await policy.call<&Policy::act>(observation);  // one request, one result
+      if (action != (step + static_cast<int>(ctx.index())) % 2) throw std::runtime_error("wrong action");
+    }
+  }
+};
+
+constexpr auto players = tlaunch::program(
+    tlaunch::node<"policy", Policy>(),
+    tlaunch::node<"player", Player>(tlaunch::ref<"policy">).replicas(8));
+// ---- end ----
+
 }  // namespace
 
 TEST_SUITE("readme") {
@@ -257,5 +286,15 @@ TEST_SUITE("readme") {
     o.force_wire = true;  // items cross loopback TCP, as between processes
     tlaunch::testing::test_launch t(agent, o);
     CHECK(t.wait() == 0);  // the learner got 2000 intact samples and stopped the program
+  }
+
+  TEST_CASE("batched handlers: eight players each get their own results from one batched method") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::launch::options o;
+      o.force_wire = wire;
+      tlaunch::testing::test_launch t(players, o);
+      CHECK(t.wait() == 0);  // every player got its own action for each of its 100 calls
+    }
   }
 }

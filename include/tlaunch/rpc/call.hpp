@@ -283,14 +283,43 @@ class remote_call final : public pending_call {
 // Runs M on the instance's strand and gives done(exception_ptr, result) the
 // outcome; a coroutine method is bound to `cancel`. With at_once, a plain
 // method whose strand is idle runs right here (asio::dispatch), as the strand.
+// A local call of a batched method, waiting in its batch.
+template <class R, class Done>
+struct local_batch_completion final : batch_completion<R> {
+  local_batch_completion(Done&& d, call_target t) : done(std::move(d)), target(t) {}
+  void succeed(R&& r) override { done(nullptr, std::move(r)); }
+  void fail(wire::error_code code, const std::string& message) override {
+    if (code == wire::error_code::deadline_exceeded)
+      done(tlaunch::detail::make_error<timeout>(target.site()), {});
+    else
+      done(tlaunch::detail::make_error<remote_error>(target.site(), message), {});
+  }
+  Done done;
+  call_target target;
+};
+
 template <auto M, class Args, class Done>
 void run_local(instance& inst, call_target target, Args&& args, Done&& done,
                asio::cancellation_slot cancel = {}, bool at_once = false) {
-  using traits = tlaunch::detail::method_traits<decltype(M)>;
+  using traits = tlaunch::detail::call_traits<M>;
   using S = typename traits::service;
   using R = typename traits::result;
   (void)cancel;  // a plain method cannot be interrupted
-  if constexpr (!traits::is_coroutine) {
+  if constexpr (traits::is_batched) {
+    // Joins M's queue on the strand; cancellation (emitted on the strand, see
+    // local_race::abort, which then completes the call) takes it out again.
+    (void)at_once;
+    asio::post(inst.strand, [inst = &inst, target, args = std::forward<Args>(args),
+                             done = std::forward<Done>(done), cancel]() mutable {
+      const std::uint64_t key = next_batch_key();
+      if (cancel.is_connected())
+        cancel.assign([inst, key](asio::cancellation_type) { queue_of<M>(*inst).remove(key); });
+      queue_of<M>(*inst).add(
+          std::move(args),
+          std::make_unique<local_batch_completion<R, std::decay_t<Done>>>(std::move(done), target),
+          key);
+    });
+  } else if constexpr (!traits::is_coroutine) {
     auto job = [obj = static_cast<S*>(inst.object.get()), target, args = std::forward<Args>(args),
                 done = std::forward<Done>(done)]() mutable {
       std::exception_ptr e;
@@ -353,8 +382,17 @@ struct local_race : std::enable_shared_from_this<local_race<R, Handler>> {
     complete_on_executor<R>(std::move(*h), fallback, std::move(e), std::move(r));
     return true;
   }
-  // Completes with e and cancels a coroutine method still running.
+  // Completes with e and cancels a coroutine method still running. A call
+  // waiting in a batch leaves it first, on the strand: once the caller sees the
+  // error, its call no longer counts toward any batch.
   void abort(std::exception_ptr e) {
+    if (leaves_batch) {
+      asio::post(strand, [self = this->shared_from_this(), e = std::move(e)]() mutable {
+        self->signal.emit(asio::cancellation_type::terminal);
+        self->finish(std::move(e), {});
+      });
+      return;
+    }
     if (!finish(std::move(e), {})) return;
     asio::post(strand, [self = this->shared_from_this()] {
       self->signal.emit(asio::cancellation_type::terminal);
@@ -368,6 +406,7 @@ struct local_race : std::enable_shared_from_this<local_race<R, Handler>> {
   strand_type strand;
   asio::cancellation_signal signal;  // emitted on the strand only
   std::shared_ptr<asio::steady_timer> timer;
+  bool leaves_batch = false;  // the call is of a batched method
 };
 
 // Whether an argument tuple goes out as a frame built on the stack.
@@ -451,7 +490,7 @@ void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const cal
 template <auto M, class Handler, class Args>
 void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
                 const call_options& opt, Args&& args, Handler&& handler) {
-  using traits = tlaunch::detail::method_traits<decltype(M)>;
+  using traits = tlaunch::detail::call_traits<M>;
   using R = typename traits::result;
   call_target target{&rt, flat, tlaunch::detail::member_name_v<M>};
   instance* inst = direct ? direct : rt.local(flat);
@@ -462,7 +501,8 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     // On the process's only io thread, a plain method without a deadline runs
     // at once when its strand is idle (it cannot be interrupted, and nothing
     // else could run meanwhile), so there is nothing to race.
-    bool at_once = !traits::is_coroutine && opt.timeout.count() == 0 && rt.on_only_io_thread();
+    bool at_once = !traits::is_coroutine && !traits::is_batched && opt.timeout.count() == 0 &&
+                   rt.on_only_io_thread();
     if (at_once || (opt.timeout.count() == 0 && !slot.is_connected())) {
       run_local<M>(
           *inst, target, std::forward<Args>(args),
@@ -478,6 +518,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     using race_t = local_race<R, std::decay_t<Handler>>;
     auto race =
         std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
+    race->leaves_batch = traits::is_batched;
     if (opt.timeout.count() > 0) {
       race->timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
       race->timer->async_wait(

@@ -16,6 +16,7 @@
 
 #include "../wire/codec.hpp"
 #include "batch.hpp"
+#include "batcher.hpp"
 #include "instance.hpp"
 #include "method.hpp"
 
@@ -27,16 +28,6 @@ template <auto M, class S, class Args>
 decltype(auto) invoke_method(S& obj, Args&& args) {
   return std::apply([&](auto&&... a) -> decltype(auto) { return (obj.*M)(std::move(a)...); },
                     std::forward<Args>(args));
-}
-
-inline std::string exception_message(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
 }
 
 // A coroutine method failed; past the caller's deadline that is a timeout.
@@ -173,13 +164,85 @@ void serve(instance& inst, connection& c, const wire::frame_header& h,
   }
 }
 
+namespace detail {
+
+// A remote call of a batched method, waiting in its batch: the reply goes out on
+// the connection it came from.
+template <class R>
+struct remote_batch_completion final : batch_completion<R> {
+  remote_batch_completion(std::shared_ptr<connection> c, std::uint64_t id)
+      : conn(std::move(c)), call_id(id) {}
+  void succeed(R&& r) override {
+    conn->unregister_running(call_id);
+    send_result<R>(*conn, call_id, &r);
+  }
+  void fail(wire::error_code code, const std::string& message) override {
+    conn->unregister_running(call_id);
+    reply_error(*conn, call_id, code, message);
+  }
+  std::shared_ptr<connection> conn;
+  std::uint64_t call_id;
+};
+
+}  // namespace detail
+
+// A call of batched method M: its arguments join M's queue on the strand. A
+// cancel frame takes it out of the queue; a deadline (h.aux, in ms) that passes
+// before its batch runs leaves it out of the batch.
+template <class S, auto M>
+void serve_batched(instance& inst, connection& c, const wire::frame_header& h,
+                   std::span<const char> payload) {
+  using traits = tlaunch::detail::batch_traits<M>;
+  using R = typename traits::result;
+  typename traits::args args;
+  try {
+    std::apply(
+        [&](auto&... a) {
+          wire::deserialize_from(wire::received_payload{payload, h.payload_owner}, a...);
+        },
+        args);
+  } catch (const std::exception& e) {
+    reply_error(c, h.call_id, wire::error_code::bad_arguments,
+                std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
+                    " did not deserialize: " + e.what());
+    return;
+  }
+  const std::uint64_t id = h.call_id, key = next_batch_key();
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  if (h.aux > 0) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.aux);
+  std::shared_ptr<connection> conn = c.shared_from_this();
+  instance* target = &inst;
+  conn->register_running(id, [target, key] {
+    post_batched(target->strand, [target, key] {
+      queue_of<M>(*target).remove(key);
+    });
+  });
+  post_batched(inst.strand, [target, args = std::move(args), conn = std::move(conn), id, key,
+                             deadline]() mutable {
+    queue_of<M>(*target).add(
+        std::move(args), std::make_unique<detail::remote_batch_completion<R>>(std::move(conn), id),
+        key, deadline);
+  });
+}
+
+// How a list entry is served: a plain or coroutine method, or a batched one.
+template <class S, auto E>
+void serve_entry(instance& inst, connection& c, const wire::frame_header& h,
+                 std::span<const char> payload) {
+  if constexpr (tlaunch::detail::batched_entry<decltype(E)>::value)
+    serve_batched<S, decltype(E)::method>(inst, c, h, payload);
+  else
+    serve<S, E>(inst, c, h, payload);
+}
+
 template <class S, class List = typename tlaunch::detail::rpc_list<S>::type>
 struct dispatch_table;
 template <class S, auto... Ms>
 struct dispatch_table<S, methods<Ms...>> {
   static_assert(tlaunch::detail::check_service<S>());
   static constexpr dispatch_entry entries[sizeof...(Ms) + 1] = {
-      {tlaunch::detail::method_id<Ms>(), &serve<S, Ms>, tlaunch::detail::member_name<Ms>()}...,
+      {tlaunch::detail::method_id<tlaunch::detail::entry_method_v<Ms>>(), &serve_entry<S, Ms>,
+       tlaunch::detail::member_name<tlaunch::detail::entry_method_v<Ms>>()}...,
       {0, nullptr, {}}};
   static std::span<const dispatch_entry> get() { return {entries, sizeof...(Ms)}; }
 };

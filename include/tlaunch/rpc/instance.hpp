@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../wire/frame.hpp"
@@ -33,6 +34,11 @@ struct dispatch_entry {
   std::string_view name;  // "Counter::add"
 };
 
+// The calls waiting for one batched method of an instance (rpc/batcher.hpp).
+struct batch_queue_base {
+  virtual ~batch_queue_base() = default;
+};
+
 struct instance {
   instance(asio::io_context& io, std::string_view node, std::uint32_t rep, std::uint32_t reps,
            std::uint32_t flat)
@@ -50,6 +56,9 @@ struct instance {
   std::function<void(instance&)> start_run;
   asio::cancellation_signal run_cancel;  // used on the strand only
   std::atomic<bool> run_active{false};
+  // The queues of its batched methods, by method id: made on first use, touched on
+  // the strand only. Destroyed before the io_context (the runtime owns both).
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<batch_queue_base>>> batch_queues;
 
   std::string id() const { return std::string(node_name) + "/" + std::to_string(replica); }
   const dispatch_entry* find(std::uint64_t method) const {

@@ -16,7 +16,10 @@
 #include <cereal/types/unordered_set.hpp>
 #include <cereal/types/variant.hpp>
 #include <cereal/types/vector.hpp>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -32,6 +35,33 @@ namespace tlaunch {
 // The list of methods a service exposes to remote callers.
 template <auto... Ms>
 struct methods {};
+
+// How long the first call of a batch may wait for others: any std::chrono duration,
+// kept as nanoseconds so that batch_options can be a template argument.
+struct batch_wait {
+  std::int64_t ns = 1'000'000;
+  constexpr batch_wait() = default;
+  template <class Rep, class Period>
+  constexpr batch_wait(std::chrono::duration<Rep, Period> d)  // NOLINT: implicit on purpose
+      : ns(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()) {}
+  constexpr std::chrono::nanoseconds duration() const { return std::chrono::nanoseconds(ns); }
+};
+
+// When a batch runs: as soon as it holds max_batch calls, or max_wait after its first call.
+struct batch_options {
+  std::size_t max_batch = 64;
+  batch_wait max_wait = std::chrono::milliseconds(1);
+};
+
+// A batched method in a methods<...> list (see tlaunch/batched.hpp):
+//   tlaunch::batched<&Model::infer, tlaunch::batch_options{.max_batch = 64, .max_wait = 2ms}>
+template <auto M, batch_options O>
+struct batched_method {
+  static constexpr auto method = M;
+  static constexpr batch_options options = O;
+};
+template <auto M, batch_options O = batch_options{}>
+inline constexpr batched_method<M, O> batched{};
 
 namespace detail {
 
@@ -66,6 +96,86 @@ TLAUNCH_METHOD_TRAITS(const noexcept)
 TLAUNCH_METHOD_TRAITS(&)
 TLAUNCH_METHOD_TRAITS(const&)
 #undef TLAUNCH_METHOD_TRAITS
+
+// ---- Entries of a methods<...> list: a member function pointer or a batched<...> ----
+template <class T>
+struct batched_entry : std::false_type {};
+template <auto M, batch_options O>
+struct batched_entry<batched_method<M, O>> : std::true_type {};
+// decltype of a class-type template parameter is const.
+template <class T>
+struct batched_entry<const T> : batched_entry<T> {};
+
+// The member function pointer of a list entry.
+template <auto E>
+constexpr auto entry_method() {
+  if constexpr (batched_entry<decltype(E)>::value)
+    return decltype(E)::method;
+  else
+    return E;
+}
+template <auto E>
+inline constexpr auto entry_method_v = entry_method<E>();
+
+// The batch a batched method takes: std::vector<T> or std::span<T> (by value or
+// reference), where T is the one argument of a call or std::tuple<A...> of its arguments.
+template <class P>
+struct batch_parameter {
+  static constexpr bool ok = false;
+  using element = void;
+};
+template <class E, class A>
+struct batch_parameter<std::vector<E, A>> {
+  static constexpr bool ok = true, is_span = false;
+  using element = E;
+};
+template <class E, std::size_t N>
+struct batch_parameter<std::span<E, N>> {
+  static constexpr bool ok = !std::is_volatile_v<E>, is_span = true;
+  using element = std::remove_cv_t<E>;
+};
+template <class E>
+struct request_arguments {
+  using type = std::tuple<E>;
+};
+template <class... A>
+struct request_arguments<std::tuple<A...>> {
+  using type = std::tuple<A...>;
+};
+template <class V>
+struct batch_results {
+  static constexpr bool ok = false;
+  using type = void;
+};
+template <class R, class A>
+struct batch_results<std::vector<R, A>> {
+  static constexpr bool ok = !std::is_same_v<R, bool>;  // vector<bool> has no R&& elements
+  using type = R;
+};
+
+// Whether M can be batched: one batch parameter, a std::vector of results.
+template <auto M>
+inline constexpr bool batch_signature_ok = [] {
+  using mt = method_traits<decltype(M)>;
+  if constexpr (mt::arity != 1)
+    return false;
+  else
+    return batch_parameter<std::tuple_element_t<0, typename mt::args>>::ok &&
+           batch_results<typename mt::result>::ok;
+}();
+
+// A batched method seen from one call: the arguments and result of one request.
+template <auto M>
+struct batch_traits {
+  using mt = method_traits<decltype(M)>;
+  using service = typename mt::service;
+  using parameter = batch_parameter<std::tuple_element_t<0, typename mt::args>>;
+  using element = typename parameter::element;
+  using args = typename request_arguments<element>::type;
+  using result = typename batch_results<typename mt::result>::type;
+  static constexpr bool is_coroutine = mt::is_coroutine;  // of the batch method
+  static constexpr std::size_t arity = std::tuple_size_v<args>;
+};
 
 template <class T>
 inline constexpr bool is_serializable_v =
@@ -132,32 +242,6 @@ struct first_unserializable<std::tuple<A...>> {
   }();
 };
 
-// Whether every argument and the result of exposed method M can be serialized.
-template <auto M>
-inline constexpr bool method_serializable_ok =
-    all_serializable_v<typename method_traits<decltype(M)>::args> &&
-    is_serializable_v<typename method_traits<decltype(M)>::result>;
-
-template <auto M>
-void report_method_serializable() {
-  using traits = method_traits<decltype(M)>;
-  constexpr std::size_t bad = first_unserializable<typename traits::args>::value;
-  if constexpr (bad != 0) {
-    argument_type_cannot_be_serialized<M, bad, std::tuple_element_t<bad - 1, typename traits::args>>();
-  } else if constexpr (!is_serializable_v<typename traits::result>) {
-    result_type_cannot_be_serialized<M, typename traits::result>();
-  }
-}
-
-// Wire id of a method: hash of "Service::method" and its signature.
-template <auto M>
-inline constexpr std::uint64_t method_id_v =
-    fnv1a(type_name<decltype(M)>(), fnv1a("|", fnv1a(member_name<M>())));
-template <auto M>
-constexpr std::uint64_t method_id() {
-  return method_id_v<M>;
-}
-
 template <class S, class = void>
 struct rpc_list {
   using type = methods<>;
@@ -183,11 +267,60 @@ template <class List, auto M>
 struct list_contains;
 template <auto... Ms, auto M>
 struct list_contains<methods<Ms...>, M> {
-  static constexpr bool value = (same_value<Ms, M>() || ...);
+  static constexpr bool value = (same_value<entry_method_v<Ms>, M>() || ...);
+  static constexpr bool batched =
+      ((batched_entry<decltype(Ms)>::value && same_value<entry_method_v<Ms>, M>()) || ...);
 };
 
 template <class S, auto M>
 inline constexpr bool is_exposed_v = list_contains<typename rpc_list<S>::type, M>::value;
+
+// Whether M is listed as batched<M, ...> in its service's methods<...>.
+template <auto M>
+inline constexpr bool is_batched_v =
+    list_contains<typename rpc_list<typename method_traits<decltype(M)>::service>::type,
+                  M>::batched &&
+    batch_signature_ok<M>;
+
+// What a caller of M sends and receives: M's own signature, or one request of a
+// batched method.
+template <auto M>
+struct plain_call_traits : method_traits<decltype(M)> {
+  static constexpr bool is_batched = false;
+};
+template <auto M>
+struct batched_call_traits : batch_traits<M> {
+  static constexpr bool is_batched = true;
+};
+template <auto M>
+using call_traits =
+    std::conditional_t<is_batched_v<M>, batched_call_traits<M>, plain_call_traits<M>>;
+
+// Whether every argument and the result of exposed method M can be serialized.
+template <auto M>
+inline constexpr bool method_serializable_ok =
+    all_serializable_v<typename call_traits<M>::args> &&
+    is_serializable_v<typename call_traits<M>::result>;
+
+template <auto M>
+void report_method_serializable() {
+  using traits = call_traits<M>;
+  constexpr std::size_t bad = first_unserializable<typename traits::args>::value;
+  if constexpr (bad != 0) {
+    argument_type_cannot_be_serialized<M, bad, std::tuple_element_t<bad - 1, typename traits::args>>();
+  } else if constexpr (!is_serializable_v<typename traits::result>) {
+    result_type_cannot_be_serialized<M, typename traits::result>();
+  }
+}
+
+// Wire id of a method: hash of "Service::method" and its signature.
+template <auto M>
+inline constexpr std::uint64_t method_id_v =
+    fnv1a(type_name<decltype(M)>(), fnv1a("|", fnv1a(member_name<M>())));
+template <auto M>
+constexpr std::uint64_t method_id() {
+  return method_id_v<M>;
+}
 
 // Whether a handle<S> may call M: M is S's and listed in S::rpc.
 template <class S, auto M>
@@ -231,7 +364,7 @@ struct unique_method_ids;
 template <auto... Ms>
 struct unique_method_ids<methods<Ms...>> {
   static constexpr bool value = [] {
-    constexpr std::uint64_t ids[] = {method_id<Ms>()..., 0};
+    constexpr std::uint64_t ids[] = {method_id<entry_method_v<Ms>>()..., 0};
     for (std::size_t i = 0; i < sizeof...(Ms); ++i)
       for (std::size_t j = i + 1; j < sizeof...(Ms); ++j)
         if (ids[i] == ids[j]) return false;
@@ -239,12 +372,52 @@ struct unique_method_ids<methods<Ms...>> {
   }();
 };
 
+// A batched<M> whose M cannot take a batch. The error line names the method.
+template <auto Method>
+inline constexpr bool batched_method_takes_a_vector_and_returns_a_vector =
+    batch_signature_ok<Method>;
+#if defined(__clang__)
+template <auto Method>
+void batched_method_has_the_wrong_signature() {
+  static_assert(batched_method_takes_a_vector_and_returns_a_vector<Method>,
+                "tlaunch: a batched method takes one std::vector<T> or std::span<T> of requests "
+                "and returns a std::vector<R> (or an asio::awaitable of one), one result per "
+                "request");
+}
+#else
+template <auto Method>
+void batched_method_has_the_wrong_signature() = delete;  // tlaunch: a batched method takes one std::vector<T> or std::span<T> of requests and returns a std::vector<R> (or asio::awaitable of one)
+#endif
+
+template <auto E>
+constexpr bool entry_ok() {
+  if constexpr (batched_entry<decltype(E)>::value)
+    return batch_signature_ok<entry_method_v<E>> && decltype(E)::options.max_batch > 0 &&
+           decltype(E)::options.max_wait.ns >= 0;
+  else
+    return true;
+}
+template <auto E>
+inline constexpr bool entry_signature_ok = entry_ok<E>();
+
+template <auto E>
+void report_entry() {
+  if constexpr (batched_entry<decltype(E)>::value && !batch_signature_ok<entry_method_v<E>>) {
+    batched_method_has_the_wrong_signature<entry_method_v<E>>();
+  } else if constexpr (!entry_signature_ok<E>) {
+    static_assert(entry_signature_ok<E>,
+                  "tlaunch: batch_options needs max_batch > 0 and a max_wait not negative");
+  } else {
+    report_method_serializable<entry_method_v<E>>();
+  }
+}
+
 // Whether service S can be served: distinct methods, each serializable.
 template <class S>
 inline constexpr bool service_ok = [] {
   using list = typename rpc_list<S>::type;
   return unique_method_ids<list>::value && [&]<auto... Ms>(methods<Ms...>*) {
-    return (method_serializable_ok<Ms> && ... && true);
+    return ((entry_signature_ok<Ms> && method_serializable_ok<entry_method_v<Ms>>) && ... && true);
   }(static_cast<list*>(nullptr));
 }();
 
@@ -257,7 +430,7 @@ void report_service() {
                   "tlaunch: a method is listed twice in the service's tlaunch::methods<...>");
   } else {
     // Each method that fails is reported (once, however many sites reach it).
-    [&]<auto... Ms>(methods<Ms...>*) { (report_method_serializable<Ms>(), ...); }(
+    [&]<auto... Ms>(methods<Ms...>*) { (report_entry<Ms>(), ...); }(
         static_cast<list*>(nullptr));
   }
 }

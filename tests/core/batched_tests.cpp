@@ -1,0 +1,259 @@
+// Batched methods (tlaunch/batched.hpp, rpc/batcher.hpp), called the way a user
+// calls them, on the direct path (local_mt) and over the wire (force_wire).
+// Methods whose max_wait is an hour run only full batches: were a batch to wait
+// for its timer, the test would hang and fail by its ctest timeout, so the batch
+// sizes they record are exact.
+#include <doctest/doctest.h>
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tlaunch/testing.hpp>
+#include <tlaunch/tlaunch.hpp>
+#include <tuple>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto an_hour = std::chrono::hours(1);
+
+struct Model {
+  explicit Model(tlaunch::handle<Model> s) : self(std::move(s)) {}
+  tlaunch::handle<Model> self;  // to itself: calls from its own strand
+  std::vector<std::size_t> square_sizes;
+  std::vector<std::vector<int>> full_batches;
+
+  // Up to 8 calls, 2 ms.
+  std::vector<std::int64_t> square(std::vector<std::int64_t> xs) {
+    square_sizes.push_back(xs.size());
+    for (auto& x : xs) x *= x;
+    return xs;
+  }
+  // Full batches of 4 only.
+  std::vector<int> full(std::vector<int> xs) {
+    full_batches.push_back(xs);
+    std::vector<int> out;
+    for (int x : xs) out.push_back(x + 1000);
+    return out;
+  }
+  // Two arguments per call, seen as a span of tuples, by a coroutine; batches of 2.
+  asio::awaitable<std::vector<std::string>> label(
+      std::span<const std::tuple<std::string, int>> calls) {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    std::vector<std::string> out;
+    for (const auto& [name, n] : calls) out.push_back(name + ":" + std::to_string(n));
+    co_return out;
+  }
+  // Batches of 3 that fail.
+  std::vector<int> fail(const std::vector<int>& xs) {
+    throw std::runtime_error("batch of " + std::to_string(xs.size()) + " failed");
+  }
+  std::vector<int> short_by_one(std::vector<int> xs) {
+    xs.pop_back();
+    return xs;
+  }
+
+  std::vector<std::size_t> square_batch_sizes() const { return square_sizes; }
+  std::vector<std::vector<int>> full_batches_seen() const { return full_batches; }
+
+  // The batched methods called from a method of the same node, on its strand:
+  // waiting for a batch blocks no thread, so the strand serves the batch.
+  asio::awaitable<std::vector<int>> call_self(int first) {
+    std::vector<tlaunch::future<int>> fs;
+    for (int i = 0; i < 4; ++i) fs.push_back(self.async<&Model::full>(first + i));
+    std::vector<int> out;
+    for (auto& f : fs) out.push_back(co_await f.async_wait());
+    out.push_back(static_cast<int>(co_await self.call<&Model::square>(std::int64_t{first})));
+    co_return out;
+  }
+  // A call that times out while it waits leaves its batch: the next four calls
+  // make a full batch of their own.
+  asio::awaitable<std::vector<int>> abandon_then_fill() {
+    bool timed_out = false;
+    try {
+      co_await self.call<&Model::full>(tlaunch::call_options{.timeout = 20ms}, -1);
+    } catch (const tlaunch::timeout&) {
+      timed_out = true;
+    }
+    std::vector<tlaunch::future<int>> fs;
+    for (int i = 0; i < 4; ++i) fs.push_back(self.async<&Model::full>(i));
+    std::vector<int> out{timed_out ? 1 : 0};
+    for (auto& f : fs) out.push_back(co_await f.async_wait());
+    co_return out;
+  }
+
+  // The same when the caller cancels the call (a timer wins the race with it).
+  asio::awaitable<std::vector<int>> cancel_then_fill() {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer timer(co_await asio::this_coro::executor, 20ms);
+    auto first = co_await (self.call<&Model::full>(-2) || timer.async_wait(asio::use_awaitable));
+    std::vector<tlaunch::future<int>> fs;
+    for (int i = 0; i < 4; ++i) fs.push_back(self.async<&Model::full>(i));
+    std::vector<int> out{static_cast<int>(first.index())};
+    for (auto& f : fs) out.push_back(co_await f.async_wait());
+    co_return out;
+  }
+
+  using rpc = tlaunch::methods<
+      tlaunch::batched<&Model::square, tlaunch::batch_options{.max_batch = 8, .max_wait = 2ms}>,
+      tlaunch::batched<&Model::full, tlaunch::batch_options{.max_batch = 4, .max_wait = an_hour}>,
+      tlaunch::batched<&Model::label, tlaunch::batch_options{.max_batch = 2, .max_wait = an_hour}>,
+      tlaunch::batched<&Model::fail, tlaunch::batch_options{.max_batch = 3, .max_wait = an_hour}>,
+      tlaunch::batched<&Model::short_by_one,
+                       tlaunch::batch_options{.max_batch = 3, .max_wait = an_hour}>,
+      &Model::square_batch_sizes, &Model::full_batches_seen, &Model::call_self,
+      &Model::abandon_then_fill, &Model::cancel_then_fill>;
+};
+
+// Callers in other nodes: each starts n calls of Model::full at once.
+struct Client {
+  tlaunch::handle<Model> model;
+  asio::awaitable<std::vector<int>> burst(int first, int n) {
+    std::vector<tlaunch::future<int>> fs;
+    for (int i = 0; i < n; ++i) fs.push_back(model.async<&Model::full>(first + i));
+    std::vector<int> out;
+    for (auto& f : fs) out.push_back(co_await f.async_wait());
+    co_return out;
+  }
+  using rpc = tlaunch::methods<&Client::burst>;
+};
+
+constexpr auto serving = tlaunch::program(
+    tlaunch::node<"model", Model>(tlaunch::ref<"model">),
+    tlaunch::node<"client", Client>(tlaunch::ref<"model">).replicas(3));
+
+// Runs f(options) on one io thread and on two, each direct and over the wire.
+template <class F>
+void on_every_path(F f) {
+  for (unsigned threads : {1u, 2u})
+    for (bool wire : {false, true}) {
+      CAPTURE(threads);
+      CAPTURE(wire);
+      tlaunch::launch::options o;
+      o.force_wire = wire;
+      o.threads = threads;
+      o.grace = 2s;
+      f(o);
+    }
+}
+
+template <class E, class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.remote_what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_SUITE("batched") {
+  TEST_CASE("calls of many callers form full batches; each caller gets its own result") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      // Three client nodes start 4 calls each, the test thread 4 more: 16 calls.
+      std::vector<tlaunch::future<std::vector<int>>> bursts;
+      for (std::uint32_t r = 0; r < 3; ++r)
+        bursts.push_back(t.get<"client">(r).async<&Client::burst>(100 * static_cast<int>(r), 4));
+      std::vector<tlaunch::future<int>> own;
+      for (int i = 0; i < 4; ++i) own.push_back(model.async<&Model::full>(900 + i));
+      for (int r = 0; r < 3; ++r)
+        CHECK(bursts[r].get() == std::vector<int>{1000 + 100 * r, 1001 + 100 * r,
+                                                  1002 + 100 * r, 1003 + 100 * r});
+      for (int i = 0; i < 4; ++i) CHECK(own[i].get() == 1900 + i);
+      auto batches = model.sync<&Model::full_batches_seen>();
+      CHECK(batches.size() == 4);
+      for (const auto& b : batches) CHECK(b.size() == 4);
+    });
+  }
+
+  TEST_CASE("a batch runs after max_wait without max_batch callers, never above max_batch") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      CHECK(model.sync<&Model::square>(std::int64_t{7}) == 49);
+      CHECK(model.sync<&Model::square_batch_sizes>() == std::vector<std::size_t>{1});
+      std::vector<tlaunch::future<std::int64_t>> fs;
+      for (std::int64_t i = 0; i < 30; ++i) fs.push_back(model.async<&Model::square>(i));
+      for (std::int64_t i = 0; i < 30; ++i) CHECK(fs[i].get() == i * i);
+      std::size_t total = 0;
+      for (std::size_t n : model.sync<&Model::square_batch_sizes>()) {
+        CHECK(n >= 1);
+        CHECK(n <= 8);
+        total += n;
+      }
+      CHECK(total == 31);
+    });
+  }
+
+  TEST_CASE("a coroutine batch method of two-argument calls, taking a span of tuples") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      auto a = model.async<&Model::label>(std::string("a"), 1);
+      auto b = model.async<&Model::label>(std::string("b"), 2);
+      CHECK(a.get() == "a:1");
+      CHECK(b.get() == "b:2");
+    });
+  }
+
+  TEST_CASE("an exception or a wrong number of results fails every call of the batch") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      std::vector<tlaunch::future<int>> fs, short_fs;
+      for (int i = 0; i < 3; ++i) fs.push_back(model.async<&Model::fail>(i));
+      for (int i = 0; i < 3; ++i) short_fs.push_back(model.async<&Model::short_by_one>(i));
+      for (auto& f : fs)
+        CHECK(error_of<tlaunch::remote_error>([&] { f.get(); }) == "batch of 3 failed");
+      for (auto& f : short_fs) {
+        std::string why = error_of<tlaunch::remote_error>([&] { f.get(); });
+        CHECK(why.find("short_by_one returned 2 results for a batch of 3 calls") !=
+              std::string::npos);
+      }
+      // The node keeps serving.
+      CHECK(model.sync<&Model::square>(std::int64_t{3}) == 9);
+    });
+  }
+
+  TEST_CASE("a node calls its own batched methods from its strand without deadlock") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      CHECK(model.sync<&Model::call_self>(10) == std::vector<int>{1010, 1011, 1012, 1013, 100});
+      CHECK(model.sync<&Model::full_batches_seen>() ==
+            std::vector<std::vector<int>>{{10, 11, 12, 13}});
+    });
+  }
+
+  TEST_CASE("a call whose deadline passes while it waits leaves the batch") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      CHECK(model.sync<&Model::abandon_then_fill>() == std::vector<int>{1, 1000, 1001, 1002, 1003});
+      CHECK(model.sync<&Model::full_batches_seen>() ==
+            std::vector<std::vector<int>>{{0, 1, 2, 3}});
+    });
+  }
+
+  TEST_CASE("a call cancelled while it waits leaves the batch") {
+    on_every_path([](const tlaunch::launch::options& o) {
+      tlaunch::testing::test_launch t(serving, o);
+      auto model = t.get<"model">();
+      // Index 1: the timer won and the call was cancelled.
+      CHECK(model.sync<&Model::cancel_then_fill>() == std::vector<int>{1, 1000, 1001, 1002, 1003});
+      CHECK(model.sync<&Model::full_batches_seen>() ==
+            std::vector<std::vector<int>>{{0, 1, 2, 3}});
+    });
+  }
+}

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 #include <tlaunch/tlaunch.hpp>
+#include <tlaunch/launch/local_mt.hpp>  // run_local_mt (not in tlaunch.hpp when compiled separately)
 
 using namespace std::chrono_literals;
 

@@ -36,18 +36,21 @@ bool has(const std::string& s, std::string_view needle) {
 
 TEST_SUITE("examples") {
   TEST_CASE("hello_world: four producers add 400 in total under every launch type") {
-    for (const auto& flags : launch_types) {
-      CAPTURE(describe(flags));
-      auto r = it::run(with(TLAUNCH_HELLO_WORLD_EXE, flags));
-      CAPTURE(r.all);
-      CHECK(r.code == 0);
-      for (int i = 0; i < 4; ++i)
-        CHECK(has(r.out, "[producer/" + std::to_string(i) + "] added 100, total now "));
-      CHECK(!has(r.out, "[producer/4]"));
-      // The producer whose adds came last sees every other producer's adds.
-      CHECK(has(r.out, "total now 400\n"));
-      CHECK(process::occurrences(r.out, "added 100") == 4);
-    }
+    // hello_world_separate: the same source built against the separately compiled launch layer.
+    for (const char* exe : {TLAUNCH_HELLO_WORLD_EXE, TLAUNCH_HELLO_WORLD_SEPARATE_EXE})
+      for (const auto& flags : launch_types) {
+        CAPTURE(exe);
+        CAPTURE(describe(flags));
+        auto r = it::run(with(exe, flags));
+        CAPTURE(r.all);
+        CHECK(r.code == 0);
+        for (int i = 0; i < 4; ++i)
+          CHECK(has(r.out, "[producer/" + std::to_string(i) + "] added 100, total now "));
+        CHECK(!has(r.out, "[producer/4]"));
+        // The producer whose adds came last sees every other producer's adds.
+        CHECK(has(r.out, "total now 400\n"));
+        CHECK(process::occurrences(r.out, "added 100") == 4);
+      }
   }
 
   TEST_CASE("consumer_producers: the consumer gets every producer's value and the sum") {

@@ -92,11 +92,10 @@ struct echo_launcher {
     o.launcher_flags[flag] = r.value();
     return true;
   }
-  template <class... Nodes>
-  static int run(const tlaunch::program_t<Nodes...>& p, const tlaunch::launch::options& o,
+  static int run(const tlaunch::detail::program_view& p, const tlaunch::launch::options& o,
                  tlaunch::launch::output_printer&) {
     ran_with = o.launcher_flags.at("--echo-prefix");
-    for (const auto& n : tlaunch::detail::describe(p, o.replicas)) instances += n.replicas;
+    for (const auto& n : p.describe(o.replicas)) instances += n.replicas;
     return 7;
   }
   static inline std::string ran_with;

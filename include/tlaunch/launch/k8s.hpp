@@ -54,7 +54,7 @@
 
 #include "../detail/secret.hpp"
 #include "../detail/self_exe.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -476,10 +476,9 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
 }
 
 // A pod of --launch=k8s's Job (--tlaunch-role=k8s): the coordinator or one node.
-template <class... Nodes>
-int run_k8s_pod(const program_t<Nodes...>& p, const options& o) {
+inline int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
   try {
-    auto nodes = tlaunch::detail::describe(p, o.replicas);
+    auto nodes = p.describe(o.replicas);
     auto r = k8s_pod_role_of(nodes, o);
     if (r.coordinator) {
       output_printer out(parse_color_mode(o.color), o.log_dir);
@@ -527,9 +526,8 @@ struct k8s_launcher {
     o.launcher_flags[f] = v;
     return true;
   }
-  template <class... Nodes>
-  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
-    return write_k8s_manifests(tlaunch::detail::describe(p, o.replicas), o, out);
+  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
+    return write_k8s_manifests(p.describe(o.replicas), o, out);
   }
 };
 static_assert(launcher<k8s_launcher>);

@@ -6,30 +6,34 @@
 //     static constexpr std::string_view summary = "one line for --help";
 //     static constexpr std::string_view usage = "";               // its flags' --help lines
 //     static bool parse_flag(options&, const std::string& flag, const flag_reader&);
-//     template <class... Nodes>
-//     static int run(const program_t<Nodes...>&, const options&, output_printer&);
+//     static int run(const tlaunch::detail::program_view&, const options&, output_printer&);
 //   };
 //
 // run() places the instances (launch/placement.hpp), starts them (a coordinator and a
 // spawn function for launchers of node processes, launch/coordinator.hpp), and returns
-// the exit code that the program's lifecycle (launch/lifecycle.hpp) ended with.
+// the exit code that the program's lifecycle (launch/lifecycle.hpp) ended with. It sees the
+// program through a program_view (program_view.hpp: the nodes, and hosting them), so a
+// launcher is no template and is compiled once with TLAUNCH_SEPARATE_COMPILATION.
 #pragma once
 
 #include <concepts>
 #include <string>
 #include <string_view>
 
+#include "../program_view.hpp"
 #include "flags.hpp"
 #include "output.hpp"
 
 namespace tlaunch::launch {
 
 template <class L>
-concept launcher = requires(options& o, const std::string& flag, const flag_reader& r) {
+concept launcher = requires(options& o, const std::string& flag, const flag_reader& r,
+                            const tlaunch::detail::program_view& p, output_printer& out) {
   { L::name } -> std::convertible_to<std::string_view>;
   { L::summary } -> std::convertible_to<std::string_view>;
   { L::usage } -> std::convertible_to<std::string_view>;
   { L::parse_flag(o, flag, r) } -> std::same_as<bool>;
+  { L::run(p, o, out) } -> std::same_as<int>;
 };
 
 // For launchers without flags of their own.

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "../detail/self_exe.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -23,9 +23,8 @@
 
 namespace tlaunch::launch {
 
-template <class... Nodes>
-int run_local_mp(const program_t<Nodes...>& p, const options& o, output_printer& out) {
-  auto nodes = tlaunch::detail::describe(p, o.replicas);
+inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
+  auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
   coord.listen("127.0.0.1");
@@ -57,8 +56,7 @@ struct local_mp_launcher {
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     return no_flags(o, f, r);
   }
-  template <class... Nodes>
-  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
     return run_local_mp(p, o, out);
   }
 };

@@ -9,7 +9,7 @@
 
 #include "../rpc/runtime.hpp"
 #include "../detail/secret.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "lifecycle.hpp"
@@ -23,12 +23,11 @@ namespace tlaunch::launch {
 // before waiting; it receives the runtime (used by the test launch).
 // `publish_stop` (if set) receives a function that stops the program, and an
 // empty function once that one must no longer be called.
-template <class... Nodes>
-int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer& out,
+inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o, output_printer& out,
                  const std::function<void(tlaunch::detail::runtime&)>& started = {},
                  const std::function<void(std::function<void()>)>& publish_stop = {}) {
-  refuse_node_env(tlaunch::detail::describe(p, o.replicas), o);
-  warn_ignored_resources(tlaunch::detail::describe(p, o.replicas), "local_mt", out);
+  refuse_node_env(p.describe(o.replicas), o);
+  warn_ignored_resources(p.describe(o.replicas), "local_mt", out);
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 2;
   ro.force_wire = o.force_wire;
@@ -40,7 +39,7 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
   ro.grace = o.grace;
   ro.user_args = o.user_args;
   auto secret = tlaunch::detail::random_secret();
-  tlaunch::detail::runtime rt(tlaunch::detail::describe(p, o.replicas), ro,
+  tlaunch::detail::runtime rt(p.describe(o.replicas), ro,
                               std::vector<std::uint8_t>(secret.begin(), secret.end()), "local");
   rt.log_line = [&out](const rpc::instance& i, std::string_view line) {
     out.print(i.id(), stream::out, line);
@@ -49,7 +48,7 @@ int run_local_mt(const program_t<Nodes...>& p, const options& o, output_printer&
     auto addr = rt.listen("127.0.0.1");
     rt.set_directory(std::vector<std::string>(rt.total_instances(), addr));
   }
-  tlaunch::detail::host_program(rt, p, [](std::uint32_t) { return true; });
+  p.host(rt, [](std::uint32_t) { return true; });
 
   // The program's lifecycle; `mu` guards its changes for `cv`, and runs_left.
   lifecycle life;
@@ -136,8 +135,7 @@ struct local_mt_launcher {
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     return no_flags(o, f, r);
   }
-  template <class... Nodes>
-  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
     return run_local_mt(p, o, out);
   }
 };

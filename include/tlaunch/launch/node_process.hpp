@@ -21,7 +21,7 @@
 
 #include "../rpc/runtime.hpp"
 #include "../detail/secret.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "../wire/codec.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
@@ -69,12 +69,11 @@ inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields
 
 }  // namespace detail
 
-template <class... Nodes>
-int run_node_process(const program_t<Nodes...>& p, const options& given) {
+inline int run_node_process(const tlaunch::detail::program_view& p, const options& given) {
   options o = given;
   if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank
     try {
-      o.role = slurm_task_role(tlaunch::detail::describe(p, o.replicas));
+      o.role = slurm_task_role(p.describe(o.replicas));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tlaunch: %s\n", e.what());
       return 2;
@@ -101,7 +100,7 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
 
   std::vector<tlaunch::detail::node_info> nodes;
   try {
-    nodes = tlaunch::detail::describe(p, o.replicas);
+    nodes = p.describe(o.replicas);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tlaunch: %s\n", e.what());
     return 2;
@@ -149,7 +148,7 @@ int run_node_process(const program_t<Nodes...>& p, const options& given) {
 
   try {
     rt.listen(detail::local_ip_towards(o.coordinator));
-    tlaunch::detail::host_program(rt, p, [&](std::uint32_t f) { return f == flat; });
+    p.host(rt, [&](std::uint32_t f) { return f == flat; });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tlaunch: node %s cannot start: %s\n", o.role.c_str(), e.what());
     return 2;

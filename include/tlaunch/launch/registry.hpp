@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "../error.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "flags.hpp"
 #include "k8s.hpp"
 #include "launcher.hpp"
@@ -26,8 +26,7 @@ struct launcher_list {
   }
 
   // Runs p with the launcher o.launch names.
-  template <class... Nodes>
-  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
     int code = 0;
     bool found = false;
     (void)((o.launch == L::name ? (found = true, code = L::run(p, o, out), true) : false) || ...);

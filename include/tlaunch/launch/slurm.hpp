@@ -42,7 +42,7 @@
 #include <fmt/format.h>
 
 #include "../detail/self_exe.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -377,8 +377,7 @@ class private_temp_dir {
 // Runs every node of p as a task of one srun step in the current allocation and runs the
 // program to its end; returns the launcher's exit code. Throws launch_error outside an
 // allocation, inside a step of several tasks, or for a --place host not in the allocation.
-template <class... Nodes>
-int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0')
@@ -392,7 +391,7 @@ int run_slurm(const program_t<Nodes...>& p, const options& o, output_printer& ou
         "processes itself",
         n));
 
-  auto nodes = tlaunch::detail::describe(p, o.replicas);
+  auto nodes = p.describe(o.replicas);
   auto allocation = detail::slurm_allocation_nodes();
   std::vector<std::string> hosts = o.hosts.empty() && o.hostfile.empty()
                                        ? allocation
@@ -482,8 +481,7 @@ struct slurm_launcher {
     o.launcher_flags[name] += v + '\n';  // repeatable: one option a line
     return true;
   }
-  template <class... Nodes>
-  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
     return run_slurm(p, o, out);
   }
 };

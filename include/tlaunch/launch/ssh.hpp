@@ -29,7 +29,7 @@
 
 #include "../detail/build_id.hpp"
 #include "../detail/self_exe.hpp"
-#include "../program.hpp"
+#include "../program_view.hpp"
 #include "agent.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
@@ -47,10 +47,9 @@ namespace tlaunch::launch {
 // launch_error, naming each host, when a host cannot be reached, refuses the key,
 // has an unknown or changed host key, or cannot take the binary.
 // TLAUNCH_TIMINGS=1 in the environment prints how long each phase took.
-template <class... Nodes>
-int run_ssh(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
-  auto nodes = tlaunch::detail::describe(p, o.replicas);
+  auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "ssh", out);
   auto hosts = listed_hosts(o.hosts, o.hostfile, "ssh");
   auto places = place_instances(nodes, o.place, hosts);
@@ -251,8 +250,7 @@ struct ssh_launcher {
     }
     return true;
   }
-  template <class... Nodes>
-  static int run(const program_t<Nodes...>& p, const options& o, output_printer& out) {
+  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
     return run_ssh(p, o, out);
   }
 };

@@ -1,0 +1,59 @@
+// The body of tlaunch::main, for every program: inline in each translation unit that
+// includes main.hpp, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once by
+// impl/src.hpp together with the whole launch layer it pulls in.
+#pragma once
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "../launch/agent.hpp"
+#include "../launch/flags.hpp"
+#include "../launch/k8s.hpp"
+#include "../launch/node_env.hpp"
+#include "../launch/node_process.hpp"
+#include "../launch/output.hpp"
+#include "../launch/registry.hpp"
+#include "../program_view.hpp"
+
+#if defined(TLAUNCH_SEPARATE_COMPILATION)
+#define TLAUNCH_DECL
+#else
+#define TLAUNCH_DECL inline
+#endif
+
+namespace tlaunch::launch {
+
+TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
+                          const char* const* argv) {
+  const char* prog = argc > 0 ? argv[0] : "tlaunch-program";
+  launch::options o;
+  try {
+    o = launch::parse(argc, argv);
+  } catch (const launch::usage_error& e) {
+    std::fprintf(stderr, "%s: %s\n\n%s", prog, e.what(), launch::usage(prog).c_str());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(launch::usage(prog).c_str(), stdout);
+    return 0;
+  }
+  try {
+    if (o.agent) return launch::run_agent();
+    if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
+    if (!o.role.empty()) return launch::run_node_process(p, o);
+    launch::check_env_nodes(p.describe(o.replicas), o);
+    launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
+    return launch::registered_launchers::run(p, o, out);
+  } catch (const launch_error& e) {
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 1;
+  }
+}
+
+}  // namespace tlaunch::launch
+
+#undef TLAUNCH_DECL

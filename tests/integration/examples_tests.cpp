@@ -115,6 +115,23 @@ TEST_SUITE("examples") {
     CHECK(r.code == 2);
     CHECK(has(r.err, "'worker'"));
     CHECK(has(r.err, "counter, producer"));
+
+    // --restart names nodes of the program under every launcher, local_mt too.
+    for (const auto& flags : launch_types) {
+      CAPTURE(describe(flags));
+      r = it::run(with(TLAUNCH_HELLO_WORLD_EXE, flags, {"--restart", "worker=2"}));
+      CAPTURE(r.err);
+      CHECK(r.code == 2);
+      CHECK(has(r.err, "--restart names node 'worker', which is not in the program"));
+    }
+  }
+
+  TEST_CASE("local_mt says it does not restart nodes, and runs the program") {
+    auto r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--restart", "producer=2"});
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.err, "--launch=local_mt does not restart nodes (node 'producer'"));
+    CHECK(process::occurrences(r.out, "added 100") == 4);
   }
 
   TEST_CASE("--help lists every flag on stdout and exits 0") {

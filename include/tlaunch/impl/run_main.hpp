@@ -42,7 +42,9 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     if (o.agent) return launch::run_agent();
     if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
     if (!o.role.empty()) return launch::run_node_process(p, o);
-    launch::check_env_nodes(p.describe(o.replicas), o);
+    auto nodes = p.describe(o.replicas);
+    launch::check_env_nodes(nodes, o);
+    launch::apply_restart_flags(nodes, o);  // --restart names only nodes of the program
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
     return launch::registered_launchers::run(p, o, out);
   } catch (const launch_error& e) {

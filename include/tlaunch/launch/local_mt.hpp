@@ -28,6 +28,19 @@ inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o
                  const std::function<void(std::function<void()>)>& publish_stop = {}) {
   refuse_node_env(p.describe(o.replicas), o);
   warn_ignored_resources(p.describe(o.replicas), "local_mt", out);
+  {
+    auto nodes = p.describe(o.replicas);
+    apply_restart_flags(nodes, o);
+    for (const auto& n : nodes)
+      if (n.restart.max_restarts > 0) {
+        out.print("launcher", stream::err,
+                  fmt::format("--launch=local_mt does not restart nodes (node '{}' has a restart "
+                              "policy): every node runs in this process, and a failure stops "
+                              "the program",
+                              n.name));
+        break;
+      }
+  }
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 2;
   ro.force_wire = o.force_wire;

@@ -432,7 +432,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
 template <auto M, class Handler, class Args>
 void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
                Args&& args, Handler&& handler, const std::string& why) {
-  using R = typename tlaunch::detail::method_traits<decltype(M)>::result;
+  using R = typename tlaunch::detail::call_traits<M>::result;  // per request for a batched M
   struct parked {
     parked(Args&& a, Handler&& h, std::chrono::steady_clock::time_point d)
         : args(std::forward<Args>(a)), handler(std::forward<Handler>(h)), deadline(d) {}

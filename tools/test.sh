@@ -52,13 +52,15 @@ fi
 
 # clang in Debug with AddressSanitizer and UndefinedBehaviorSanitizer: both compilers build
 # the whole tree with -Werror (g++ above, clang here), and every test runs under ASan and
-# UBSan, in one build rather than two (CI time). -fno-sanitize=function: clang 14 cannot emit
+# UBSan, in one build rather than two (CI time). The benchmarks are built and smoke-tested
+# in Release only. -fno-sanitize=function: clang 14 cannot emit
 # the function sanitizer's prologue for split coroutine functions ("Cannot represent a
 # difference across sections"); the other UBSan checks stay on.
 asan_flags="-fsanitize=address,undefined -fno-sanitize=function -fno-omit-frame-pointer"
 asan_flags+=" -fno-sanitize-recover=undefined"
 if run_phase asan-configure env CXX=clang++ cmake -S . -B build/ci-asan -G Ninja \
      -DCMAKE_BUILD_TYPE=Debug -DTLAUNCH_BENCH_GRPC=OFF -DTLAUNCH_SLURM_TESTS=OFF \
+     -DTLAUNCH_BUILD_BENCHMARKS=OFF \
      "-DCMAKE_CXX_FLAGS=$asan_flags" \
      "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" &&
    run_phase asan-build cmake --build build/ci-asan -j "$jobs"; then

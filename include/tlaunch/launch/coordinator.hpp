@@ -189,6 +189,8 @@ class coordinator final : public rpc::connection_sink {
       for (auto& s : slots_)
         if (s.conn == c) {
           s.conn.reset();
+          // A child seen only through its connection (a k8s pod) ends with it.
+          if (s.proc && !s.exited) s.proc->connection_closed();
           if (life_.stopping() || s.exited || s.replacing) continue;
           // A process that dies closes its connection before its exit status is
           // known; wait a moment for that status, which says why (signal, code).

@@ -187,6 +187,11 @@ TEST_SUITE("registry") {
     CHECK(o.known_hosts == "kh");
     CHECK_THROWS_WITH(parse({"--ssh-parallel=0"}), doctest::Contains("--ssh-parallel: must be at least 1"));
     CHECK_THROWS_WITH(parse({"--ssh-accept-new=yes"}), doctest::Contains("takes no value"));
+    o = parse({"--launch=ssh", "--ssh-cache-dir=/scratch/tl", "--ssh-cache-keep", "0"});
+    CHECK(o.launcher_flags.at("--ssh-cache-dir") == "/scratch/tl");
+    CHECK(o.launcher_flags.at("--ssh-cache-keep") == "0");
+    CHECK_THROWS_WITH(parse({"--ssh-cache-keep=few"}), doctest::Contains("--ssh-cache-keep"));
+    CHECK_THROWS_WITH(parse({"--ssh-cache-dir="}), doctest::Contains("--ssh-cache-dir: empty"));
     CHECK_THROWS_WITH(parse({"--echo-prefix=x"}), doctest::Contains("unknown flag '--echo-prefix'"));
   }
 

@@ -3,11 +3,17 @@
 // root, so the files it writes are checked here on the local file system.
 #include <tlaunch/launch/ssh/binary_cache.hpp>
 #include <tlaunch/launch/ssh/connect.hpp>
+#include <tlaunch/launch/ssh/upload_progress.hpp>
 
 #include "fixture.hpp"
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <utime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
 
 #include <cerrno>
 #include <cstring>
@@ -26,6 +32,13 @@ std::string binary_content() {
   content += std::string(300 * 1024, 'p');
   content += "\n";
   return content;
+}
+
+// Sets a file's or folder's modification time to `age` seconds ago.
+void make_older(const fs::path& p, long age) {
+  const auto t = static_cast<std::time_t>(std::time(nullptr) - age);
+  struct utimbuf times {t, t};
+  REQUIRE(::utime(p.c_str(), &times) == 0);
 }
 
 }  // namespace
@@ -59,7 +72,8 @@ TEST_SUITE("ssh_binary_cache") {
     CHECK((st.st_mode & 0777) == 0755);
     std::vector<std::string> names;
     for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-    CHECK(names == std::vector<std::string>{"node-binary"});
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{ssh::binary_cache::used_marker, "node-binary"});
 
     // again, from another connection as another launch would: skipped, one progress call
     auto s2 = ssh::login(host("127.0.0.3"), options());
@@ -148,5 +162,76 @@ TEST_SUITE("ssh_binary_cache") {
     write_file(tmp.path / "small-binary", "fits");
     auto r = cache.upload((tmp.path / "small-binary").string(), "full");
     CHECK(read_file(r.path) == "fits");
+  }
+
+  TEST_CASE("the cache keeps the most recently used builds, never one used in the last minute") {
+    auto s = ssh::login(host(), options());
+    temp_dir tmp;
+    const fs::path base = tmp.path / "cache";
+    write_file(tmp.path / "bin", "x");
+    auto build = [](char c) { return std::string(40, c); };  // named like GNU build ids
+    ssh::binary_cache keep_all(s.get(), host(), base.string());
+    for (char c : {'a', 'b', 'c', 'd'}) {
+      auto r = keep_all.upload((tmp.path / "bin").string(), build(c));
+      CHECK(r.removed.empty());
+    }
+    // used 4 h, 3 h and 2 h ago, and 30 s ago
+    const std::pair<char, long> ages[] = {{'a', 4 * 3600}, {'b', 3 * 3600}, {'c', 2 * 3600}, {'d', 30}};
+    for (auto [c, age] : ages) {
+      make_older(base / build(c) / ssh::binary_cache::used_marker, age);
+      make_older(base / build(c), age);
+    }
+    // not the launcher's: a folder named otherwise, and a build-like folder holding a folder
+    fs::create_directories(base / "notes");
+    make_older(base / "notes", 5 * 3600);
+    const std::string odd = std::string(20, 'f');
+    fs::create_directories(base / odd / "sub");
+    make_older(base / odd, 5 * 3600);
+
+    ssh::binary_cache keep3(s.get(), host(), base.string(), 3);
+    auto r = keep3.upload((tmp.path / "bin").string(), build('e'));
+    CHECK(r.prune_error == "");
+    CHECK(r.removed == std::vector<std::string>{build('b'), build('a')});
+    for (char c : {'c', 'd', 'e'}) CHECK(fs::exists(base / build(c) / "bin"));
+    for (char c : {'a', 'b'}) CHECK_FALSE(fs::exists(base / build(c)));
+    CHECK(fs::exists(base / "notes"));
+    CHECK(fs::exists(base / odd / "sub"));
+
+    // keep 1: c goes; d, used 30 s ago, stays though it is beyond the count
+    ssh::binary_cache keep1(s.get(), host(), base.string(), 1);
+    r = keep1.upload((tmp.path / "bin").string(), build('e'));
+    CHECK(r.skipped);
+    CHECK(r.removed == std::vector<std::string>{build('c')});
+    CHECK(fs::exists(base / build('d') / "bin"));
+    CHECK(fs::exists(base / build('e') / "bin"));
+  }
+
+  TEST_CASE("upload progress: on a terminal a line every half second, in every case one when done") {
+    using namespace std::chrono_literals;
+    const auto t0 = ssh::upload_progress::clock::now();
+    constexpr std::uint64_t MiB = 1 << 20;
+    ssh::upload_progress quiet("h1", false);
+    CHECK_FALSE(quiet.update(0, 4 * MiB, t0));
+    CHECK_FALSE(quiet.update(MiB, 4 * MiB, t0 + 1s));
+    auto done = quiet.update(4 * MiB, 4 * MiB, t0 + 2s);
+    REQUIRE(done);
+    CHECK(*done == "uploaded 4.0 MiB to h1 in 2.0 s (2.0 MiB/s)");
+    CHECK(quiet.copied());
+
+    ssh::upload_progress tty("h2", true);
+    CHECK_FALSE(tty.update(0, 4 * MiB, t0));
+    CHECK_FALSE(tty.update(MiB / 2, 4 * MiB, t0 + 100ms));  // too soon
+    auto line = tty.update(MiB, 4 * MiB, t0 + 1s);
+    REQUIRE(line);
+    CHECK(*line == "uploading to h2: 1.0 MiB of 4.0 MiB (25%), 1.0 MiB/s, about 3 s left");
+    CHECK_FALSE(tty.update(2 * MiB, 4 * MiB, t0 + 1200ms));
+    CHECK(tty.update(4 * MiB, 4 * MiB, t0 + 1300ms));
+
+    // a binary already cached reports (total, total) alone: no copy, no line
+    ssh::upload_progress cached("h3", true);
+    CHECK_FALSE(cached.update(4 * MiB, 4 * MiB, t0));
+    CHECK_FALSE(cached.copied());
+    CHECK(ssh::human_bytes(512) == "512 B");
+    CHECK(ssh::human_bytes(1536) == "1.5 KiB");
   }
 }

@@ -179,7 +179,10 @@ TEST_SUITE("ssh_launch") {
     auto first = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()}, {}, {"where"}), 60s);
     CAPTURE(first.all);
     CHECK(first.code == 0);
-    CHECK(has(first.err, "[launcher] uploading to " + h2() + ": "));
+    // not a terminal: no running progress, one line when the copy is done
+    CHECK(has(first.err, "[launcher] uploaded "));
+    CHECK(has(first.err, " to " + h2() + " in "));
+    CHECK_FALSE(has(first.err, "uploading to"));
     CHECK_FALSE(has(first.err, "already cached"));
     CHECK(fs::is_regular_file(cached));
 
@@ -187,8 +190,18 @@ TEST_SUITE("ssh_launch") {
     CAPTURE(second.all);
     CHECK(second.code == 0);
     CHECK(has(second.err, "[launcher] " + h2() + ": binary already cached"));
-    CHECK_FALSE(has(second.err, "uploading to"));
+    CHECK_FALSE(has(second.err, "uploaded "));
     CHECK(process::occurrences(second.out, "] reached at 127.0.0.2\n") == 2);
+
+    // --ssh-cache-dir: another cache, where the binary is copied again
+    temp_dir other;
+    auto third = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()},
+                                    {"--ssh-cache-dir=" + other.path.string()}, {"where"}), 60s);
+    CAPTURE(third.all);
+    CHECK(third.code == 0);
+    CHECK(has(third.err, "[launcher] uploaded "));
+    CHECK(fs::is_regular_file(other.path / tlaunch::detail::file_build_id(TLAUNCH_REMOTE_PROGRAM_EXE) /
+                              fs::path(TLAUNCH_REMOTE_PROGRAM_EXE).filename()));
   }
 
   TEST_CASE("--place puts a node's replicas on the named host") {

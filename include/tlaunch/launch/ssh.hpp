@@ -38,6 +38,7 @@
 #include "output.hpp"
 #include "placement.hpp"
 #include "ssh/tmux_terminal.hpp"
+#include "ssh/upload_progress.hpp"
 #include "ssh_session.hpp"
 
 namespace tlaunch::launch {
@@ -65,6 +66,10 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
   so.identity = o.ssh_identity;
   so.accept_new = o.ssh_accept_new;
   so.known_hosts = o.known_hosts;
+  if (auto it = o.launcher_flags.find("--ssh-cache-dir"); it != o.launcher_flags.end())
+    so.cache_dir = it->second;
+  if (auto it = o.launcher_flags.find("--ssh-cache-keep"); it != o.launcher_flags.end())
+    so.cache_keep = static_cast<unsigned>(std::stoul(it->second));
 
   struct host_sessions {
     std::vector<std::unique_ptr<ssh::session>> sessions;
@@ -100,23 +105,20 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
           std::lock_guard lk(mu);
           sessions_up = std::max(sessions_up, std::chrono::steady_clock::now());
         }
-        // upload_cached reports (0, total) only when it really copies; a cached
-        // binary reports (total, total) alone and gets the "already cached" line.
-        bool copying = false;
-        std::uint64_t last_pct = 101;
+        ssh::upload_progress progress(h, ::isatty(STDERR_FILENO) == 1);
         hs.remote_path = got[0]->upload_cached(exe, build_id, [&](std::uint64_t done, std::uint64_t total) {
-          if (done == 0) copying = true;
-          if (!copying) return;
-          std::uint64_t pct = total ? done * 100 / total : 100;
-          if (pct / 25 != last_pct / 25 || done == total) {
-            last_pct = pct;
-            out.print("launcher", stream::err,
-                      "uploading to " + h + ": " + std::to_string(done >> 10) + " / " +
-                          std::to_string(total >> 10) + " KiB");
-          }
+          if (auto line = progress.update(done, total, ssh::upload_progress::clock::now()))
+            out.print("launcher", stream::err, *line);
         });
         if (got[0]->last_upload_skipped())
           out.print("launcher", stream::err, h + ": binary already cached (" + build_id + ")");
+        auto [removed, prune_error] = got[0]->last_upload_pruned();
+        if (!removed.empty())
+          out.print("launcher", stream::err,
+                    fmt::format("{}: removed {} older build{} from the cache (--ssh-cache-keep={})",
+                                h, removed.size(), removed.size() == 1 ? "" : "s", so.cache_keep));
+        if (!prune_error.empty())
+          out.print("launcher", stream::err, h + ": could not prune the binary cache: " + prune_error);
         std::lock_guard lk(mu);
         hs.sessions = std::move(got);
       } catch (const std::exception& e) {
@@ -222,6 +224,10 @@ struct ssh_launcher {
   --ssh-accept-new         accept and record unknown host keys
   --known-hosts=FILE       known_hosts file (default ~/.ssh/known_hosts)
   --ssh-parallel=N         SSH handshakes at once per host (default 8)
+  --ssh-cache-dir=DIR      where each host keeps the binary, one folder per build
+                           (default ~/.cache/tlaunch; relative to the remote home)
+  --ssh-cache-keep=N       builds each host's cache keeps, the most recently used
+                           ones (default 3; 0 keeps all)
   --ssh-per-node-exec      start every node through an SSH exec of its own instead of
                            one agent per host (slower: for comparison)
   --ssh-terminal=tmux      a local tmux session with a window per node showing its
@@ -242,6 +248,12 @@ struct ssh_launcher {
     } else if (name == "--ssh-per-node-exec") {
       r.no_value();
       o.launcher_flags[name] = "";
+    } else if (name == "--ssh-cache-dir") {
+      std::string v = r.value();
+      if (v.empty()) throw usage_error("--ssh-cache-dir: empty directory");
+      o.launcher_flags[name] = v;
+    } else if (name == "--ssh-cache-keep") {
+      o.launcher_flags[name] = std::to_string(detail::parse_uint(name, r.value(), 1000000));
     } else if (name == "--ssh-parallel") {
       o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
       if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");

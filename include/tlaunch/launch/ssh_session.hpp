@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "child.hpp"
 #include "ssh/binary_cache.hpp"
@@ -35,13 +36,16 @@ namespace detail {
 // What a session's I/O loop works on besides the session itself.
 struct session_state {
   session_state(host_spec h, session_options o, ssh_session s)
-      : host(std::move(h)), options(std::move(o)), channels(host), cache(s, host, options.cache_dir) {}
+      : host(std::move(h)), options(std::move(o)), channels(host), cache(s, host, options.cache_dir, options.cache_keep) {}
   host_spec host;
   session_options options;
   std::string local_addr;
   exec_channels channels;
   binary_cache cache;
   std::atomic<bool> last_skipped{false};
+  // Written and read only on the loop's thread (inside loop calls).
+  std::vector<std::string> last_removed;
+  std::string last_prune_error;
 };
 
 }  // namespace detail
@@ -71,6 +75,9 @@ class session {
       std::function<void(std::uint64_t done, std::uint64_t total)> progress = {});
   // Whether the last upload_cached() that returned found the file already there.
   bool last_upload_skipped() const;
+  // The older builds the last upload_cached() removed from the host's cache
+  // (session_options::cache_keep), and why removing stopped early ("" if it did not).
+  std::pair<std::vector<std::string>, std::string> last_upload_pruned() const;
 
   // Runs command through the remote login shell (no pty: stdout and stderr stay apart).
   // cb is called from the session's I/O thread. kill() cannot signal as root (sshd refuses
@@ -140,8 +147,15 @@ inline std::string session::upload_cached(
     if (l.lost()) l.fail("connection lost: " + l.lost_reason());
     auto r = st.cache.upload(local_path, build_id, progress);
     st.last_skipped = r.skipped;
+    st.last_removed = std::move(r.removed);
+    st.last_prune_error = std::move(r.prune_error);
     return r.path;
   });
+}
+
+inline std::pair<std::vector<std::string>, std::string> session::last_upload_pruned() const {
+  auto& st = state();
+  return loop().call([&st] { return std::make_pair(st.last_removed, st.last_prune_error); });
 }
 
 inline launch::child_ptr session::exec(const std::string& command, launch::child_callbacks cb) {

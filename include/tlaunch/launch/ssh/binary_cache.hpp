@@ -1,5 +1,7 @@
 // The binary cache on a host: one folder per build id, written by SFTP, so a binary is
-// copied to a host once and every later launch of the same build finds it there.
+// copied to a host once and every later launch of the same build finds it there. Each use
+// rewrites a marker file in the build's folder (its time is the host's clock), and the
+// cache then keeps the `keep` most recently used builds and removes older ones.
 #pragma once
 
 #include <libssh/libssh.h>
@@ -9,12 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,6 +48,19 @@ inline std::string sftp_error_text(sftp_session sftp) {
   }
 }
 
+// Whether a folder of the cache is named as the launcher names builds (a GNU build id in
+// hex, or sha256-<hex> of the file): pruning never touches anything else.
+inline bool looks_like_build_id(const std::string& name) {
+  auto all_hex = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    });
+  };
+  std::string_view v = name;
+  if (v.starts_with("sha256-")) return v.size() == 7 + 64 && all_hex(v.substr(7));
+  return v.size() >= 16 && v.size() <= 128 && all_hex(v);
+}
+
 }  // namespace detail
 
 // <cache_dir>/<build id>/<binary name> on one host. Only the thread that uses the session
@@ -52,10 +69,15 @@ class binary_cache {
  public:
   static constexpr std::size_t upload_chunk = 128 * 1024;
   using progress_fn = std::function<void(std::uint64_t done, std::uint64_t total)>;
+  // In each build's folder, rewritten at every use: the most recently used builds are kept.
+  static constexpr const char* used_marker = ".tlaunch-used";
+  // A build used this recently (seconds) is never removed: a launch may be starting it.
+  static constexpr std::uint64_t recent_s = 60;
 
   // cache_dir: relative paths are under the remote home; "" is ".cache/tlaunch".
-  binary_cache(ssh_session ssh, host_spec host, std::string cache_dir)
-      : ssh_(ssh), host_(std::move(host)), cache_dir_(std::move(cache_dir)) {}
+  // keep: after each upload, the builds kept, the one just used included; 0 keeps all.
+  binary_cache(ssh_session ssh, host_spec host, std::string cache_dir, unsigned keep = 0)
+      : ssh_(ssh), host_(std::move(host)), cache_dir_(std::move(cache_dir)), keep_(keep) {}
   binary_cache(const binary_cache&) = delete;
   binary_cache& operator=(const binary_cache&) = delete;
   ~binary_cache() { close(); }
@@ -63,12 +85,17 @@ class binary_cache {
   struct upload_result {
     std::string path;      // absolute path on the host
     bool skipped = false;  // a file of the same size was there already
+    std::vector<std::string> removed;  // older builds removed from the cache (folder names)
+    std::string prune_error;           // why pruning stopped early; the upload still holds
   };
 
   // Copies local_path to <cache_dir>/<build_id>/<basename> on the host (0755). Skipped when a
   // file of the same size is already there; written under a temporary name and renamed, so a
   // crash never leaves a truncated binary under the final name. progress(done, total) is
-  // called along the way (once, with done == total, when skipped). Throws ssh::error.
+  // called along the way (once, with done == total, when skipped). Then marks the build used
+  // and removes the builds beyond the `keep` most recently used ones, except those used in
+  // the last minute: only folders named like a build id and holding only files; a failure there is reported in prune_error, never
+  // thrown. Throws ssh::error.
   upload_result upload(const std::string& local_path, const std::string& build_id,
                        const progress_fn& progress = {});
 
@@ -81,10 +108,14 @@ class binary_cache {
  private:
   [[noreturn]] void fail(const std::string& what) const { throw error(host_, what); }
   sftp_session ensure_sftp();
+  void mark_used(sftp_session sftp, const std::string& dir);
+  void prune(sftp_session sftp, const std::string& base, const std::string& current,
+             upload_result& r);
 
   ssh_session ssh_;
   host_spec host_;
   std::string cache_dir_;
+  unsigned keep_ = 0;
   sftp_session sftp_ = nullptr;
   std::string remote_home_;
 };
@@ -164,9 +195,15 @@ inline binary_cache::upload_result binary_cache::upload(const std::string& local
     if (same && !exec) sftp_chmod(sftp, remote.c_str(), 0755);
     return same;
   };
+  auto finish = [&](bool skipped) {
+    upload_result r{remote, skipped, {}, {}};
+    mark_used(sftp, dir);
+    if (keep_ > 0) prune(sftp, base, build_id, r);
+    return r;
+  };
   if (same_file_there()) {
     if (progress) progress(total, total);
-    return {remote, true};
+    return finish(true);
   }
 
   std::random_device rd;
@@ -235,7 +272,85 @@ inline binary_cache::upload_result binary_cache::upload(const std::string& local
       sftp_unlink(sftp, tmp.c_str());
     }
   }
-  return {remote, false};
+  return finish(false);
+}
+
+inline void binary_cache::mark_used(sftp_session sftp, const std::string& dir) {
+  // Rewriting a file gives it the host's time: launchers on machines with skewed clocks
+  // still agree on the order. A failure only makes the build look older.
+  const std::string marker = dir + "/" + used_marker;
+  sftp_file f = sftp_open(sftp, marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (f == nullptr) return;
+  sftp_write(f, "1\n", 2);
+  sftp_close(f);
+}
+
+inline void binary_cache::prune(sftp_session sftp, const std::string& base,
+                                const std::string& current, upload_result& r) {
+  using detail::sftp_error_text;
+  struct build {
+    std::uint64_t used;
+    std::string name;
+  };
+  std::vector<build> builds;
+  // The host's now: the marker of the build just used. A build used within the last minute
+  // stays beyond `keep`: another launch may be about to start it.
+  std::uint64_t now = 0;
+  if (sftp_attributes m = sftp_stat(sftp, (base + "/" + current + "/" + used_marker).c_str())) {
+    now = m->mtime;
+    sftp_attributes_free(m);
+  }
+  sftp_dir d = sftp_opendir(sftp, base.c_str());
+  if (d == nullptr) {
+    r.prune_error = "cannot list " + base + ": " + sftp_error_text(sftp);
+    return;
+  }
+  while (sftp_attributes a = sftp_readdir(sftp, d)) {
+    std::string name = a->name != nullptr ? a->name : "";
+    bool is_dir = a->type == SSH_FILEXFER_TYPE_DIRECTORY;
+    std::uint64_t mtime = a->mtime;
+    sftp_attributes_free(a);
+    if (!is_dir || name == current || !detail::looks_like_build_id(name)) continue;
+    // A folder without the marker (written before markers existed) counts by its own time.
+    const std::string marker = base + "/" + name + "/" + used_marker;
+    if (sftp_attributes m = sftp_stat(sftp, marker.c_str()); m != nullptr) {
+      mtime = std::max<std::uint64_t>(mtime, m->mtime);
+      sftp_attributes_free(m);
+    }
+    builds.push_back({mtime, std::move(name)});
+  }
+  sftp_closedir(d);
+  const std::size_t others_kept = keep_ - 1;
+  if (builds.size() <= others_kept) return;
+  std::sort(builds.begin(), builds.end(), [](const build& a, const build& b) {
+    return a.used != b.used ? a.used > b.used : a.name > b.name;
+  });
+  for (std::size_t i = others_kept; i < builds.size(); ++i) {
+    if (builds[i].used + recent_s > now) continue;
+    const std::string dir = base + "/" + builds[i].name;
+    sftp_dir bd = sftp_opendir(sftp, dir.c_str());
+    if (bd == nullptr) continue;  // removed by a concurrent launcher
+    std::vector<std::string> files;
+    bool only_files = true;
+    while (sftp_attributes a = sftp_readdir(sftp, bd)) {
+      std::string name = a->name != nullptr ? a->name : "";
+      if (name != "." && name != "..") {
+        if (a->type == SSH_FILEXFER_TYPE_REGULAR)
+          files.push_back(std::move(name));
+        else
+          only_files = false;
+      }
+      sftp_attributes_free(a);
+    }
+    sftp_closedir(bd);
+    if (!only_files) continue;  // not a folder tlaunch wrote: leave it
+    for (auto& f : files) sftp_unlink(sftp, (dir + "/" + f).c_str());
+    if (sftp_rmdir(sftp, dir.c_str()) != 0) {
+      r.prune_error = "cannot remove " + dir + ": " + sftp_error_text(sftp);
+      continue;
+    }
+    r.removed.push_back(builds[i].name);
+  }
 }
 
 }  // namespace tlaunch::ssh

@@ -18,6 +18,8 @@ struct session_options {
   // Remote directory holding one folder per build id; relative paths are under the remote
   // home. Worth changing when the home on the hosts is small or shared over NFS.
   std::string cache_dir = ".cache/tlaunch";
+  // Builds kept in the cache after an upload, the one just used included (0 keeps all).
+  unsigned cache_keep = 3;
 };
 
 }  // namespace tlaunch::ssh

@@ -85,9 +85,15 @@ struct Actor {
     std::mt19937_64 rng(seed + 1);
     // 8 items per insert call; append() waits while the replay's rate limiter holds inserts.
     tlaunch::store::writer<experience> out(replay, "experience", 8);
-    for (;;) {  // until the learner stops the program
-      int arm = choose(rng);
-      co_await out.append(experience{arm, env.pull(arm), current.version});
+    try {
+      for (;;) {  // until the learner stops the program
+        int arm = choose(rng);
+        co_await out.append(experience{arm, env.pull(arm), current.version});
+      }
+    } catch (const tlaunch::unavailable&) {
+      // The replay node stopped: the stop reaches nodes one by one, and the replay may
+      // go before this actor hears of it. (Had the replay failed, the launcher reports
+      // that failure.)
     }
   }
 

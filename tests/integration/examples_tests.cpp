@@ -267,7 +267,7 @@ TEST_SUITE("examples") {
       // At zero weights every prediction is 1/2: log 2.
       CHECK(has(r.out, "[worker/0] step    1: loss 0.6931 "));
       CHECK(process::occurrences(r.out, "[worker/0] step ") == 11);
-      auto [first, last] = two_numbers(r.out, "loss fell from ", "loss fell from %lf to %lf");
+      auto [first, last] = two_numbers(r.out, "fell from ", "fell from %lf to %lf");
       CHECK(first == doctest::Approx(0.6931).epsilon(0.001));
       CHECK(last < 0.4);
       // The loss goes down from line to line (a batch of stale gradients may add a little).

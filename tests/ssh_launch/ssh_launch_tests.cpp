@@ -438,10 +438,10 @@ TEST_SUITE("ssh_launch") {
     const std::string worker = "[worker/0@" + h3() + "] ";
     CHECK(has(r.out, worker + "step    1: loss 0.6931 "));
     double first = 0, last = 1;
-    auto at = r.out.find(worker + "loss fell from ");
+    auto at = r.out.find(worker + "loss on its shard fell from ");
     REQUIRE(at != std::string::npos);
-    REQUIRE(std::sscanf(r.out.c_str() + at + worker.size(), "loss fell from %lf to %lf", &first,
-                        &last) == 2);
+    REQUIRE(std::sscanf(r.out.c_str() + at + worker.size(), "loss on its shard fell from %lf to %lf",
+                        &first, &last) == 2);
     CHECK(last < 0.4);
     CHECK(last < first);
   }

@@ -2,6 +2,8 @@
 // --replicas override, bad flags, --help and --log-dir.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,6 +33,19 @@ std::vector<std::string> with(std::string exe, std::vector<std::string> flags,
 bool has(const std::string& s, std::string_view needle) {
   return s.find(needle) != std::string::npos;
 }
+
+// The two numbers of the first line holding `text`, read with `format` from there on
+// ("first window %lf, last window %lf"); NaNs when there is no such line.
+std::pair<double, double> two_numbers(const std::string& out, const std::string& text,
+                                      const char* format) {
+  double a = std::nan(""), b = std::nan("");
+  if (auto at = out.find(text); at != std::string::npos)
+    std::sscanf(out.c_str() + at, format, &a, &b);
+  return {a, b};
+}
+
+// The launch types the newer examples run under in these tests: local_mt and local_mp.
+const std::vector<std::vector<std::string>> local_mt_and_mp = {{}, {"--launch=local_mp"}};
 
 }  // namespace
 
@@ -172,4 +187,101 @@ TEST_SUITE("examples") {
       std::filesystem::remove_all(dir);
     }
   }
+
+  TEST_CASE("actor_learner: the learner's curve improves, and it finds the best arm") {
+    for (const auto& flags : local_mt_and_mp) {
+      CAPTURE(describe(flags));
+      auto r = it::run(with(TLAUNCH_ACTOR_LEARNER_EXE, flags, {"--color=never"}));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      // 200 learner steps, one line per window of 20.
+      CHECK(process::occurrences(r.out, "[learner/0] steps ") == 10);
+      CHECK(has(r.out, "[learner/0] steps  181-200  mean reward "));
+      auto [first, last] = two_numbers(r.out, "learning curve: first window ",
+                                       "learning curve: first window %lf, last window %lf");
+      // A random policy earns 0.46 on average, the best arm 0.8 (0.77 with 10% exploration);
+      // the first window already holds some experience of the first policies (about 0.5).
+      CHECK(last > 0.65);
+      CHECK(last > first + 0.1);
+      CHECK(has(r.out, "best arm 4 (of 5)\n"));
+    }
+  }
+
+  TEST_CASE("topologies: star, tree and net move every block as sent") {
+    for (const auto& flags : local_mt_and_mp) {
+      CAPTURE(describe(flags));
+      auto star = it::run(with(TLAUNCH_TOPOLOGIES_EXE, flags, {"--color=never", "--", "--shape=star"}));
+      CAPTURE(star.all);
+      CHECK(star.code == 0);
+      CHECK(process::occurrences(star.out, "[hub/0] hub -> leaf/") == 4);
+      CHECK(has(star.out, "[hub/0] hub -> leaf/3: 1000 numbers, checksum 255567531500 arrived as "
+                          "255567531500: ok\n"));
+      CHECK(process::occurrences(star.out, " -> hub: 1000 numbers, checksum ") == 4);
+      CHECK(has(star.out, "[hub/0] star: 4 blocks out and 4 back, all as sent\n"));
+      CHECK(!has(star.out, "MISMATCH"));
+
+      auto tree = it::run(with(TLAUNCH_TOPOLOGIES_EXE, flags, {"--color=never", "--", "--shape=tree"}));
+      CAPTURE(tree.all);
+      CHECK(tree.code == 0);
+      // Two mids, each with two of the four leaves; 1..1000 split between them.
+      CHECK(has(tree.out, "[root/0] root -> mid/1: numbers 501..1000\n"));
+      CHECK(has(tree.out, "[root/0]   mid/1 -> leaf/3: 250 numbers; back: sum of squares 192927125: ok\n"));
+      CHECK(process::occurrences(tree.out, " numbers; back: sum of squares ") == 4);
+      CHECK(has(tree.out, "[root/0] mid/0 -> root: 2 partial sums, total 41791750\n"));
+      CHECK(has(tree.out, "[root/0] tree: sum of squares of 1..1000 = 333833500, expected 333833500: ok\n"));
+
+      auto net = it::run(with(TLAUNCH_TOPOLOGIES_EXE, flags,
+                              {"--color=never", "--replicas", "peer=5", "--", "--shape=net"}));
+      CAPTURE(net.all);
+      CHECK(net.code == 0);
+      // Every ordered pair of distinct peers: 5 * 4 blocks, each checked by sender and receiver.
+      CHECK(process::occurrences(net.out, " 1000 numbers, checksum ") == 20);
+      CHECK(process::occurrences(net.out, ": ok\n") == 25);
+      CHECK(has(net.out, "[peer/4] peer/4 -> peer/0: 1000 numbers, checksum "));
+      CHECK(process::occurrences(net.out, "received 4 blocks, one from every other peer: ok\n") == 5);
+      CHECK(!has(net.out, "MISMATCH"));
+    }
+  }
+
+  TEST_CASE("topologies: a changed number fails the check and the program; a bad shape exits 2") {
+    for (const char* shape : {"--shape=star", "--shape=tree", "--shape=net"}) {
+      CAPTURE(shape);
+      auto r = it::run({TLAUNCH_TOPOLOGIES_EXE, "--launch=local_mp", "--color=never", "--", shape,
+                        "--corrupt=1"});
+      CAPTURE(r.all);
+      CHECK(r.code == 1);
+      CHECK(has(r.out, "MISMATCH"));
+      CHECK(has(r.all, "mismatch: "));
+    }
+    auto r = it::run({TLAUNCH_TOPOLOGIES_EXE, "--", "--shape=ring"});
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--shape: 'ring' is not one of star, tree, net"));
+  }
+
+  TEST_CASE("data_parallel: the loss falls as the server combines the workers' gradients") {
+    for (const auto& flags : local_mt_and_mp) {
+      CAPTURE(describe(flags));
+      auto r = it::run(with(TLAUNCH_DATA_PARALLEL_EXE, flags, {"--color=never"}));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      // At zero weights every prediction is 1/2: log 2.
+      CHECK(has(r.out, "[worker/0] step    1: loss 0.6931 "));
+      CHECK(process::occurrences(r.out, "[worker/0] step ") == 11);
+      auto [first, last] = two_numbers(r.out, "fell from ", "fell from %lf to %lf");
+      CHECK(first == doctest::Approx(0.6931).epsilon(0.001));
+      CHECK(last < 0.4);
+      // The loss goes down from line to line (a batch of stale gradients may add a little).
+      double previous = 1;
+      for (std::size_t at = r.out.find("[worker/0] step "); at != std::string::npos;
+           at = r.out.find("[worker/0] step ", at + 1)) {
+        double loss = 0;
+        int step = 0;
+        REQUIRE(std::sscanf(r.out.c_str() + at, "[worker/0] step %d: loss %lf", &step, &loss) == 2);
+        CAPTURE(step);
+        CHECK(loss < previous + 0.02);
+        previous = loss;
+      }
+    }
+  }
 }
+

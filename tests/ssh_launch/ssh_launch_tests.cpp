@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -410,6 +411,54 @@ TEST_SUITE("ssh_launch") {
     CHECK(process::occurrences(r.out, " uptime ") == 2);
     CHECK(process::occurrences(r.out, " nvidia-smi -L ") == 2);
   }
+
+#ifdef TLAUNCH_ACTOR_LEARNER_EXE
+  // The newer examples, once each across the two hosts (round-robin in program order).
+  TEST_CASE("actor_learner across two hosts: replay, actors and learner; the curve improves") {
+    auto r = it::run(ssh_launch(TLAUNCH_ACTOR_LEARNER_EXE, {h2(), h3()}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // replay/0 on h2, actor/0..3 on h3, h2, h3, h2, learner/0 on h3.
+    const std::string learner = "[learner/0@" + h3() + "] ";
+    CHECK(process::occurrences(r.out, learner + "steps ") == 10);
+    double first = 1, last = 0;
+    auto at = r.out.find(learner + "learning curve: first window ");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(std::sscanf(r.out.c_str() + at + learner.size(),
+                        "learning curve: first window %lf, last window %lf", &first, &last) == 2);
+    CHECK(last > 0.65);
+    CHECK(last > first + 0.1);
+    CHECK(it::node_pids(cached_path(TLAUNCH_ACTOR_LEARNER_EXE)).empty());
+  }
+
+  TEST_CASE("topologies --shape=tree across two hosts: fan-out and reduction check out") {
+    auto r = it::run(ssh_launch(TLAUNCH_TOPOLOGIES_EXE, {h2(), h3()}, {}, {"--shape=tree"}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // leaf/0..3 on h2, h3, h2, h3; mid/0 on h2, mid/1 on h3; root/0 on h2.
+    const std::string root = "[root/0@" + h2() + "] ";
+    CHECK(process::occurrences(r.out, " numbers; back: sum of squares ") == 4);
+    CHECK(has(r.out, root + "mid/1 -> root: 2 partial sums, total 292041750\n"));
+    CHECK(has(r.out, root + "tree: sum of squares of 1..1000 = 333833500, expected 333833500: ok\n"));
+    CHECK(!has(r.out, "MISMATCH"));
+  }
+
+  TEST_CASE("data_parallel across two hosts: the loss falls") {
+    auto r = it::run(ssh_launch(TLAUNCH_DATA_PARALLEL_EXE, {h2(), h3()}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // server/0 on h2, worker/0..3 on h3, h2, h3, h2.
+    const std::string worker = "[worker/0@" + h3() + "] ";
+    CHECK(has(r.out, worker + "step    1: loss 0.6931 "));
+    double first = 0, last = 1;
+    auto at = r.out.find(worker + "loss on its shard fell from ");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(std::sscanf(r.out.c_str() + at + worker.size(), "loss on its shard fell from %lf to %lf",
+                        &first, &last) == 2);
+    CHECK(last < 0.4);
+    CHECK(last < first);
+  }
+#endif
 
   TEST_CASE("TLAUNCH_TIMINGS=1: 16 nodes on two hosts, time to registered and to stop") {
     ::setenv("TLAUNCH_TIMINGS", "1", 1);

@@ -208,6 +208,10 @@ void colocate_names_no_node() {
 template <fixed_string Member>
 void colocate_names_no_node() = delete;  // tlaunch::program::colocate<...>: name a node of the program ("node" or "node/INDEX")
 #endif
+template <fixed_string Member, class... Nodes>
+void report_colocate() {
+  if constexpr (!colocate_member_resolves<Member, Nodes...>()) colocate_names_no_node<Member>();
+}
 
 template <class A, class... Nodes>
 constexpr bool ref_resolves() {
@@ -483,12 +487,9 @@ constexpr program_t<Nodes...> program_t<Nodes...>::colocate() const {
   static_assert(sizeof...(Members) >= 2, "tlaunch::program::colocate<...>: name at least two members");
   static_assert(sizeof...(Members) <= colocation_group::max_members,
                 "tlaunch::program::colocate<...>: at most 16 members in a group");
-  (
-      [] {
-        if constexpr (!detail::colocate_member_resolves<Members, Nodes...>())
-          static_cast<void>(&detail::colocate_names_no_node<Members>);
-      }(),
-      ...);
+  if constexpr (!(detail::colocate_member_resolves<Members, Nodes...>() && ...))
+    // Named, not called, as in program(): instantiating reports each wrong member once.
+    (static_cast<void>(&detail::report_colocate<Members, Nodes...>), ...);
   program_t p = *this;
   if (p.group_count == max_groups)
     throw launch_error("tlaunch::program::colocate: at most 16 colocation groups");

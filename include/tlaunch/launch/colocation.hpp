@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../error.hpp"
-#include "../rpc/runtime.hpp"
 #include "flags.hpp"
 
 namespace tlaunch::launch {
@@ -21,9 +21,9 @@ using colocation_group = std::vector<std::uint32_t>;
 
 namespace detail {
 
-inline std::vector<std::uint32_t> colocation_member(
-    const std::vector<tlaunch::detail::node_info>& nodes, const std::string& member,
-    const std::string& source) {
+template <class Nodes>
+std::vector<std::uint32_t> colocation_member(const Nodes& nodes, const std::string& member,
+                                             const std::string& source, bool declared) {
   auto slash = member.find('/');
   std::string name = member.substr(0, slash);
   std::string names;
@@ -44,6 +44,8 @@ inline std::vector<std::uint32_t> colocation_member(
     if (!index.empty() && index.size() < 10 &&
         std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
       i = std::stoull(index);
+    // The program's groups name replicas that --replicas may have removed: those drop out.
+    if (i >= n.replicas && declared) return {};
     if (i >= n.replicas)
       throw launch_error(source + " names '" + member + "', but node '" + name + "' has " +
                          std::to_string(n.replicas) + " replica" + (n.replicas == 1 ? "" : "s") +
@@ -58,22 +60,24 @@ inline std::vector<std::uint32_t> colocation_member(
 
 // The groups of two or more instances, ordered by leader; throws launch_error naming a
 // member that is not an instance of the program, or an instance put in two groups.
-inline std::vector<colocation_group> colocation_groups(
-    const std::vector<tlaunch::detail::node_info>& nodes,
-    const std::vector<std::vector<std::string>>& declared, const options& o) {
+// `nodes` is a range of things with `name` and `replicas` (node_info), in program order.
+template <class Nodes>
+std::vector<colocation_group> colocation_groups(const Nodes& nodes,
+                                               const std::vector<std::vector<std::string>>& declared,
+                                               const options& o) {
   std::uint32_t total = 0;
   for (const auto& n : nodes) total += n.replicas;
   std::vector<int> group_of(total, -1);
   std::vector<colocation_group> groups;
   std::vector<std::string> sources;
   auto add = [&](const std::vector<std::string>& members, const std::string& source,
-                 bool yield_to_flags) {
+                 bool declared) {
     colocation_group g;
     for (const auto& m : members)
-      for (std::uint32_t f : detail::colocation_member(nodes, m, source)) {
+      for (std::uint32_t f : detail::colocation_member(nodes, m, source, declared)) {
         if (std::find(g.begin(), g.end(), f) != g.end()) continue;
         if (group_of[f] >= 0) {
-          if (yield_to_flags) continue;  // --colocate took it
+          if (declared) continue;  // --colocate took it
           throw launch_error(source + " puts '" + m + "' in a second group (it is in " +
                              sources[static_cast<std::size_t>(group_of[f])] + ")");
         }

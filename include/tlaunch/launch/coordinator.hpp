@@ -296,12 +296,13 @@ class coordinator final : public rpc::connection_sink {
       restart_budget& b = slots_[m].budget;
       if (b.allows(now)) continue;
       std::string spent;
+      std::string who = s.members.size() > 1 ? slots_[m].id + " " : "";
       if (b.max() > 0)
-        spent = fmt::format("; restarted {} time{}{}, the limit of its restart policy",
+        spent = fmt::format("; {}restarted {} time{}{}, the limit of its restart policy", who,
                             b.count(), b.count() == 1 ? "" : "s", within(b));
-      if (s.members.size() > 1)
-        spent += fmt::format(" ({}'s{}: a colocation group restarts only as a whole)",
-                             slots_[m].id, b.max() > 0 ? "" : ", which has none");
+      else if (s.members.size() > 1)
+        spent = fmt::format("; {}has no restart policy", who);
+      if (s.members.size() > 1) spent += " (a colocation group restarts only as a whole)";
       return fail(s.where, why + spent, f);
     }
     s.replacing = true;
@@ -412,7 +413,7 @@ class coordinator final : public rpc::connection_sink {
       slots_[flat].conn = c;
       slots_[flat].address = address;
       if (life_.stopping()) return send_stop(slots_[flat]);
-      if (slots_[flat].gen > 0)
+      if (slots_[flat].gen > 0 && slots_[flat].leader == flat)  // a group: said once
         out_.print("launcher", stream::err,
                    fmt::format("node {} restarted: registered {} ms after its process ended",
                                slots_[flat].where,

@@ -305,13 +305,15 @@ TEST_SUITE("ssh_launch") {
     REQUIRE(calls.size() == 9);
     CHECK(calls[{0, 0}].pid == calls[{1, 1}].pid);
     CHECK(calls[{0, 0}].pid != calls[{2, 2}].pid);
-    for (auto& [who, c] : calls) {
-      CAPTURE(who.first);
-      CAPTURE(who.second);
-      bool together = who.first == who.second || (who.first < 2 && who.second < 2);
+    for (const auto& entry : calls) {
+      int caller = entry.first.first, callee = entry.first.second;
+      const call& c = entry.second;
+      CAPTURE(caller);
+      CAPTURE(callee);
+      bool together = caller == callee || (caller < 2 && callee < 2);
       CHECK((c.pid == c.peer_pid) == together);
       CHECK(c.saves == (together ? 0 : 1));
-      CHECK(c.at == (who.first < 2 ? "127.0.0.2" : "127.0.0.3"));
+      CHECK(c.at == (caller < 2 ? "127.0.0.2" : "127.0.0.3"));
     }
     CHECK(has(r.out, "[worker/0+worker/1@" + h2() + "] colocation index=1"));
   }

@@ -114,7 +114,7 @@ Launch:
   --restart NAME=N[,...]   restart a failed instance of node NAME in a fresh process
                            up to N times within its policy's window (default 60 s;
                            0: never); local_mp and ssh (repeatable)
-  --colocate NAME,NAME[,...]  host these nodes (all their replicas) or replicas
+  --colocate NAME[,NAME...]  host these nodes (all their replicas) or replicas
                            (NAME/INDEX) in one process, replacing the program's
                            groups that name them; local_mp and ssh (repeatable)
   --no-colocate            ignore the program's colocation groups

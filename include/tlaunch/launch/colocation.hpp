@@ -29,7 +29,7 @@ std::vector<std::uint32_t> colocation_member(const Nodes& nodes, const std::stri
   std::string names;
   std::uint32_t first = 0;  // node_info::first is set by the runtime, not describe()
   for (const auto& n : nodes) {
-    names += (names.empty() ? "" : ", ") + std::string(n.name);
+    names.append(names.empty() ? "" : ", ").append(n.name);
     if (n.name != name) {
       first += n.replicas;
       continue;
@@ -87,12 +87,12 @@ std::vector<colocation_group> colocation_groups(const Nodes& nodes,
     groups.push_back(std::move(g));
     sources.push_back(source);
   };
-  for (const auto& v : o.colocate) add(detail::split(v, ','), "--colocate " + v, false);
+  for (const auto& v : o.colocate) add(detail::split(v, ','), std::string("--colocate ").append(v), false);
   if (!o.no_colocate)
     for (const auto& d : declared) {
       std::string spelled;
-      for (const auto& m : d) spelled += (spelled.empty() ? "\"" : ", \"") + m + "\"";
-      add(d, "the program's colocate<" + spelled + ">", true);
+      for (const auto& m : d) spelled.append(spelled.empty() ? "\"" : ", \"").append(m).append("\"");
+      add(d, std::string("the program's colocate<").append(spelled).append(">"), true);
     }
   std::vector<colocation_group> out;
   for (auto& g : groups) {
@@ -119,7 +119,7 @@ inline std::vector<std::uint32_t> colocation_leaders(const std::vector<colocatio
 inline std::string ignored_colocation_warning(const std::vector<colocation_group>& groups,
                                               std::string_view launcher) {
   if (groups.empty()) return {};
-  return "colocation groups are ignored by --launch=" + std::string(launcher) +
+  return std::string("colocation groups are ignored by --launch=").append(launcher) +
          ": each instance runs in a process of its own (calls between them go over the wire)";
 }
 

@@ -143,7 +143,7 @@ class coordinator final : public rpc::connection_sink {
     for (auto& s : slots_) {
       if (s.members.size() < 2) continue;
       std::string ids;
-      for (std::uint32_t m : s.members) ids += (ids.empty() ? "" : "+") + slots_[m].id;
+      for (std::uint32_t m : s.members) ids.append(ids.empty() ? "" : "+").append(slots_[m].id);
       s.where = s.place.host.empty() ? ids : ids + "@" + s.place.host;
     }
     for (const auto& p : places) {
@@ -266,7 +266,7 @@ class coordinator final : public rpc::connection_sink {
   // Starts (again) the process of s; throws when it cannot be started.
   void start_process(slot& s) {
     std::string role;
-    for (std::uint32_t m : s.members) role += (role.empty() ? "" : ",") + slots_[m].id;
+    for (std::uint32_t m : s.members) role.append(role.empty() ? "" : ",").append(slots_[m].id);
     std::vector<std::string> tail = {"--tlaunch-role=" + role};
     tail.insert(tail.end(), opt_.passthrough.begin(), opt_.passthrough.end());
     child_callbacks cb;

@@ -484,7 +484,7 @@ constexpr program_t<Nodes...> program(Nodes... nodes) {
 template <class... Nodes>
 template <detail::fixed_string... Members>
 constexpr program_t<Nodes...> program_t<Nodes...>::colocate() const {
-  static_assert(sizeof...(Members) >= 2, "tlaunch::program::colocate<...>: name at least two members");
+  static_assert(sizeof...(Members) >= 1, "tlaunch::program::colocate<...>: name the members");
   static_assert(sizeof...(Members) <= colocation_group::max_members,
                 "tlaunch::program::colocate<...>: at most 16 members in a group");
   if constexpr (!(detail::colocate_member_resolves<Members, Nodes...>() && ...))

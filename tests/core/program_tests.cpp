@@ -49,6 +49,7 @@ static_assert(graph.size == 3, "the program is a constexpr value");
 constexpr auto colocated_graph = graph.colocate<"boss", "lone">().colocate<"worker/0", "worker/1">();
 static_assert(colocated_graph.group_count == 2 && colocated_graph.groups[0].size == 2 &&
               colocated_graph.groups[1].members[1] == "worker/1");
+static_assert(graph.colocate<"worker">().groups[0].members[0] == "worker");
 
 struct Stopper {
   asio::awaitable<void> run(tlaunch::context& ctx) {
@@ -110,6 +111,8 @@ TEST_SUITE("program") {
     o.colocate = {"lone,worker/1"};
     CHECK(colocation_groups(nodes, view.colocated(), o) ==
           std::vector<colocation_group>{{1, 4}});
+    CHECK(colocation_groups(nodes, {{"worker"}}, tlaunch::launch::options{}) ==
+          std::vector<colocation_group>{{0, 1, 2, 3}});
     o.colocate = {"worker"};  // a node's name: every replica
     CHECK(colocation_groups(nodes, view.colocated(), o) ==
           std::vector<colocation_group>{{0, 1, 2, 3}, {4, 5}});

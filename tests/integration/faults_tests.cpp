@@ -344,6 +344,33 @@ TEST_SUITE("faults") {
     CHECK(w1.saves == 1);
   }
 
+  TEST_CASE("the program's colocation group, and --no-colocate and --colocate over it") {
+    // faulty declares colocate<"worker/2", "worker/3">: with 4 workers they share a process.
+    auto run = [](std::vector<std::string> flags) {
+      flags.insert(flags.begin(), {"--launch=local_mp", "--replicas", "worker=4"});
+      auto r = it::run(faulty(flags, {"colocation"}, it::unique_marker("colocate")), 30s);
+      CHECK(r.code == 0);
+      return r;
+    };
+    auto r = run({});
+    CAPTURE(r.all);
+    auto w = [&](int i) { return colocation_of(r.out, i); };
+    CHECK(w(2).pid == w(3).pid);
+    CHECK(w(1).pid != w(2).pid);
+    CHECK(w(2).saves == 1);  // target is elsewhere
+    CHECK(has(r.out, "[worker/2+worker/3] colocation index=2"));
+
+    r = run({"--no-colocate"});
+    CHECK(w(2).pid != w(3).pid);
+
+    // The flag takes worker/3 out of the program's group, which keeps worker/2 alone.
+    r = run({"--colocate", "target,worker/3"});
+    CHECK(w(3).pid == w(3).target_pid);
+    CHECK(w(3).saves == 0);
+    CHECK(w(2).pid != w(3).pid);
+    CHECK(w(2).pid != w(2).target_pid);
+  }
+
   TEST_CASE("--colocate naming what the program lacks: exit 2, naming it") {
     auto r = it::run(faulty({"--launch=local_mp", "--colocate", "target,nosuch"}, {"idle"},
                             it::unique_marker("colocate")),

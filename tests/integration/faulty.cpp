@@ -171,9 +171,12 @@ struct Worker {
   }
 };
 
-constexpr auto program = tlaunch::program(
-    tlaunch::node<"target", Target>().restart(
-        {.max_restarts = 3, .window = std::chrono::seconds(60), .backoff = 100ms}),
-    tlaunch::node<"worker", Worker>(tlaunch::ref<"target">).replicas(2));
+// worker/2 and worker/3 exist only with --replicas worker=4 (tests of the program's
+// colocation groups); without them the group is empty and changes nothing.
+constexpr auto program =
+    tlaunch::program(tlaunch::node<"target", Target>().restart(
+                         {.max_restarts = 3, .window = std::chrono::seconds(60), .backoff = 100ms}),
+                     tlaunch::node<"worker", Worker>(tlaunch::ref<"target">).replicas(2))
+        .colocate<"worker/2", "worker/3">();
 
 int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }

@@ -97,10 +97,27 @@ constexpr node_spec<Name, T, std::decay_t<Args>...> node(Args&&... args) {
   return {{std::forward<Args>(args)...}, 1, {}};
 }
 
+// Instances hosted by one process under launchers of node processes (README,
+// "Colocation"): each member names a node (all its replicas) or one replica ("worker/0").
+struct colocation_group {
+  static constexpr std::size_t max_members = 16;
+  std::array<std::string_view, max_members> members{};
+  std::size_t size = 0;
+};
+
 template <class... Nodes>
 struct program_t {
   std::tuple<Nodes...> nodes;
   static constexpr std::size_t size = sizeof...(Nodes);
+  static constexpr std::size_t max_groups = 16;
+  std::array<colocation_group, max_groups> groups{};
+  std::size_t group_count = 0;
+
+  // Hosts these nodes (or replicas) in one process: calls between them take the direct
+  // path. A member that names no node of the program is a compile error naming it;
+  // --colocate replaces it at launch.
+  template <detail::fixed_string... Members>
+  constexpr program_t colocate() const;
 };
 
 namespace detail {
@@ -165,6 +182,36 @@ void ref_names_no_node() = delete;  // tlaunch::program: ref<"..."> must name a 
 template <fixed_string Owner, fixed_string Target, class Taken, class TargetType>
 void ref_takes_a_handle_of_another_type() = delete;  // tlaunch::program: take a handle of the type of the node the ref names
 #endif
+
+// A colocate<...> member: "name" or "name/INDEX" with name a node of the program.
+template <fixed_string Member, class... Nodes>
+constexpr bool colocate_member_resolves() {
+  constexpr std::string_view m = Member.view();
+  constexpr std::size_t slash = m.find('/');
+  if constexpr (slash != std::string_view::npos) {
+    if (slash + 1 == m.size()) return false;
+    for (char c : m.substr(slash + 1))
+      if (c < '0' || c > '9') return false;
+  }
+  return ((Nodes::name.view() == m.substr(0, slash)) || ... || false);
+}
+template <fixed_string Member, class MemberSpelled = spelling<Member>>
+inline constexpr bool colocate_names_a_node = false;  // only reached when it does not
+#if defined(__clang__)
+template <fixed_string Member>
+void colocate_names_no_node() {
+  static_assert(colocate_names_a_node<Member, spelling<Member>>,
+                "tlaunch::program::colocate<...>: a member names no node of the program "
+                "(write \"node\" or \"node/INDEX\")");
+}
+#else
+template <fixed_string Member>
+void colocate_names_no_node() = delete;  // tlaunch::program::colocate<...>: name a node of the program ("node" or "node/INDEX")
+#endif
+template <fixed_string Member, class... Nodes>
+void report_colocate() {
+  if constexpr (!colocate_member_resolves<Member, Nodes...>()) colocate_names_no_node<Member>();
+}
 
 template <class A, class... Nodes>
 constexpr bool ref_resolves() {
@@ -431,7 +478,24 @@ constexpr program_t<Nodes...> program(Nodes... nodes) {
     static_cast<void>(&detail::report_program<Nodes...>);
   else
     detail::check_replicated_handles(nodes...);
-  return {{nodes...}};
+  return {.nodes = {nodes...}};
+}
+
+template <class... Nodes>
+template <detail::fixed_string... Members>
+constexpr program_t<Nodes...> program_t<Nodes...>::colocate() const {
+  static_assert(sizeof...(Members) >= 1, "tlaunch::program::colocate<...>: name the members");
+  static_assert(sizeof...(Members) <= colocation_group::max_members,
+                "tlaunch::program::colocate<...>: at most 16 members in a group");
+  if constexpr (!(detail::colocate_member_resolves<Members, Nodes...>() && ...))
+    // Named, not called, as in program(): instantiating reports each wrong member once.
+    (static_cast<void>(&detail::report_colocate<Members, Nodes...>), ...);
+  program_t p = *this;
+  if (p.group_count == max_groups)
+    throw launch_error("tlaunch::program::colocate: at most 16 colocation groups");
+  colocation_group& g = p.groups[p.group_count++];
+  ((g.members[g.size++] = Members.view()), ...);
+  return p;
 }
 
 namespace detail {

@@ -24,7 +24,12 @@ class program_view {
   // refers to p, which must outlive it.
   template <class... Nodes>
   program_view(const program_t<Nodes...>& p)  // NOLINT(google-explicit-constructor)
-      : program_(&p), describe_(&describe_as<Nodes...>), host_(&host_as<Nodes...>) {}
+      : program_(&p), describe_(&describe_as<Nodes...>), host_(&host_as<Nodes...>) {
+    for (std::size_t g = 0; g < p.group_count; ++g)
+      colocated_.emplace_back(p.groups[g].members.begin(),
+                              p.groups[g].members.begin() +
+                                  static_cast<std::ptrdiff_t>(p.groups[g].size));
+  }
 
   // The nodes, with --replicas overrides applied (describe() in program.hpp).
   std::vector<node_info> describe(const replica_overrides& overrides) const {
@@ -32,6 +37,8 @@ class program_view {
   }
   // Constructs on rt every instance whose flat id `want` accepts, in program order.
   void host(runtime& rt, const instance_filter& want) const { host_(program_, rt, want); }
+  // The colocation groups the program declares (program_t::colocate), as written.
+  const std::vector<std::vector<std::string>>& colocated() const { return colocated_; }
 
  private:
   template <class... Nodes>
@@ -46,6 +53,7 @@ class program_view {
   const void* program_;
   std::vector<node_info> (*describe_)(const void*, const replica_overrides&);
   void (*host_)(const void*, runtime&, const instance_filter&);
+  std::vector<std::vector<std::string>> colocated_;
 };
 
 }  // namespace tlaunch::detail

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 #include <tlaunch/tlaunch.hpp>
+#include <tlaunch/launch/colocation.hpp>
 #include <tlaunch/launch/local_mt.hpp>  // run_local_mt (not in tlaunch.hpp when compiled separately)
 
 using namespace std::chrono_literals;
@@ -43,6 +44,12 @@ constexpr auto graph = tlaunch::program(
     tlaunch::node<"boss", Boss>(tlaunch::ref<"worker">, tlaunch::ref<"lone">));
 
 static_assert(graph.size == 3, "the program is a constexpr value");
+
+// Colocation groups are part of the constant too (README, "Colocation").
+constexpr auto colocated_graph = graph.colocate<"boss", "lone">().colocate<"worker/0", "worker/1">();
+static_assert(colocated_graph.group_count == 2 && colocated_graph.groups[0].size == 2 &&
+              colocated_graph.groups[1].members[1] == "worker/1");
+static_assert(graph.colocate<"worker">().groups[0].members[0] == "worker");
 
 struct Stopper {
   asio::awaitable<void> run(tlaunch::context& ctx) {
@@ -87,6 +94,50 @@ TEST_SUITE("program") {
     o.replicas = {{"wroker", 2}};
     CHECK_THROWS_WITH_AS(tlaunch::launch::run_local_mt(graph, o, out),
                          doctest::Contains("wroker"), tlaunch::launch_error);
+  }
+
+  TEST_CASE("colocate<...> declares groups; --colocate takes members out of them, --no-colocate drops them") {
+    using tlaunch::launch::colocation_group;
+    using tlaunch::launch::colocation_groups;
+    tlaunch::detail::program_view view(colocated_graph);
+    CHECK(view.colocated() == std::vector<std::vector<std::string>>{{"boss", "lone"},
+                                                                    {"worker/0", "worker/1"}});
+    auto nodes = view.describe({});  // worker/0..3 are 0..3, lone 4, boss 5
+    tlaunch::launch::options o;
+    CHECK(colocation_groups(nodes, view.colocated(), o) ==
+          std::vector<colocation_group>{{0, 1}, {4, 5}});
+    // A flag group wins: worker/1 leaves its declared group, which is left with one
+    // instance and so is no group.
+    o.colocate = {"lone,worker/1"};
+    CHECK(colocation_groups(nodes, view.colocated(), o) ==
+          std::vector<colocation_group>{{1, 4}});
+    CHECK(colocation_groups(nodes, {{"worker"}}, tlaunch::launch::options{}) ==
+          std::vector<colocation_group>{{0, 1, 2, 3}});
+    o.colocate = {"worker"};  // a node's name: every replica
+    CHECK(colocation_groups(nodes, view.colocated(), o) ==
+          std::vector<colocation_group>{{0, 1, 2, 3}, {4, 5}});
+    o.colocate = {};
+    o.no_colocate = true;
+    CHECK(colocation_groups(nodes, view.colocated(), o).empty());
+    o.colocate = {"lone,wroker"};
+    CHECK_THROWS_WITH_AS(colocation_groups(nodes, view.colocated(), o),
+                         "--colocate lone,wroker names node 'wroker', which is not in the program "
+                         "(nodes: worker, lone, boss)",
+                         tlaunch::launch_error);
+    o.colocate = {"lone,worker/1", "boss,worker/1"};
+    CHECK_THROWS_WITH_AS(colocation_groups(nodes, view.colocated(), o),
+                         "--colocate boss,worker/1 puts 'worker/1' in a second group (it is in "
+                         "--colocate lone,worker/1)",
+                         tlaunch::launch_error);
+    o.colocate = {"lone,worker/4"};
+    CHECK_THROWS_WITH_AS(colocation_groups(nodes, view.colocated(), o),
+                         "--colocate lone,worker/4 names 'worker/4', but node 'worker' has 4 "
+                         "replicas (0 to 3)",
+                         tlaunch::launch_error);
+    // A declared replica that --replicas removed drops out of its group.
+    o = {};
+    auto one = view.describe({{"worker", 1}});  // worker/0 is 0, lone 1, boss 2
+    CHECK(colocation_groups(one, view.colocated(), o) == std::vector<colocation_group>{{1, 2}});
   }
 
   // Declared replicated in the program, the same is a compile error (tests/compile_fail/

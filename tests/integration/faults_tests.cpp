@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -42,6 +43,19 @@ std::vector<pid_t> started_nodes(process& p, const std::string& marker) {
   CAPTURE(p.all());
   REQUIRE(pids.size() == 3);  // target/0, worker/0, worker/1
   return pids;
+}
+
+// The fields of faulty's "colocation index=I pid=P target_pid=T saves=S" line of worker/I.
+struct colocation_line {
+  long pid = -1, target_pid = -2, saves = -1;
+};
+colocation_line colocation_of(const std::string& out, int index) {
+  colocation_line c;
+  auto at = out.find("colocation index=" + std::to_string(index) + " ");
+  if (at != std::string::npos)
+    std::sscanf(out.c_str() + at, "colocation index=%*d pid=%ld target_pid=%ld saves=%ld", &c.pid,
+                &c.target_pid, &c.saves);
+  return c;
 }
 
 }  // namespace
@@ -298,5 +312,107 @@ TEST_SUITE("faults") {
     CHECK(process::occurrences(p.out(), "[worker/0] line ") == 500);
     CHECK(has(p.out(), "[worker/0] line 500 of 500\n"));
     CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("--colocate: a group shares one process, calls within it are direct; exit 0") {
+    // target and worker/0 together: worker/0's call never serializes its argument,
+    // worker/1's (another process) does once.
+    auto r = it::run(faulty({"--launch=local_mp", "--colocate", "target,worker/0"},
+                            {"colocation"}, it::unique_marker("colocate")),
+                     30s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    auto w0 = colocation_of(r.out, 0), w1 = colocation_of(r.out, 1);
+    CHECK(w0.pid == w0.target_pid);
+    CHECK(w0.saves == 0);
+    CHECK(w1.pid != w1.target_pid);
+    CHECK(w1.target_pid == w0.pid);
+    CHECK(w1.saves == 1);
+    CHECK(has(r.out, "[target/0+worker/0] colocation index=0"));
+
+    // A node's name takes every replica: both workers in one process, target apart.
+    r = it::run(faulty({"--launch=local_mp", "--colocate=worker"}, {"colocation"},
+                       it::unique_marker("colocate")),
+                30s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    w0 = colocation_of(r.out, 0);
+    w1 = colocation_of(r.out, 1);
+    CHECK(w0.pid == w1.pid);
+    CHECK(w0.pid != w0.target_pid);
+    CHECK(w0.saves == 1);
+    CHECK(w1.saves == 1);
+  }
+
+  TEST_CASE("the program's colocation group, and --no-colocate and --colocate over it") {
+    // faulty declares colocate<"worker/2", "worker/3">: with 4 workers they share a process.
+    auto run = [](std::vector<std::string> flags) {
+      flags.insert(flags.begin(), {"--launch=local_mp", "--replicas", "worker=4"});
+      auto r = it::run(faulty(flags, {"colocation"}, it::unique_marker("colocate")), 30s);
+      CHECK(r.code == 0);
+      return r;
+    };
+    auto r = run({});
+    CAPTURE(r.all);
+    auto w = [&](int i) { return colocation_of(r.out, i); };
+    CHECK(w(2).pid == w(3).pid);
+    CHECK(w(1).pid != w(2).pid);
+    CHECK(w(2).saves == 1);  // target is elsewhere
+    CHECK(has(r.out, "[worker/2+worker/3] colocation index=2"));
+
+    r = run({"--no-colocate"});
+    CHECK(w(2).pid != w(3).pid);
+
+    // The flag takes worker/3 out of the program's group, which keeps worker/2 alone.
+    r = run({"--colocate", "target,worker/3"});
+    CHECK(w(3).pid == w(3).target_pid);
+    CHECK(w(3).saves == 0);
+    CHECK(w(2).pid != w(3).pid);
+    CHECK(w(2).pid != w(2).target_pid);
+  }
+
+  TEST_CASE("--colocate naming what the program lacks: exit 2, naming it") {
+    auto r = it::run(faulty({"--launch=local_mp", "--colocate", "target,nosuch"}, {"idle"},
+                            it::unique_marker("colocate")),
+                     20s);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--colocate target,nosuch names node 'nosuch', which is not in the program "
+                     "(nodes: target, worker)"));
+    r = it::run(faulty({"--launch=local_mp", "--colocate", "target,worker/2"}, {"idle"},
+                       it::unique_marker("colocate")),
+                20s);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "names 'worker/2', but node 'worker' has 2 replicas"));
+  }
+
+  TEST_CASE("a colocation group's process dies: it restarts as a whole, or the group fails") {
+    // worker has no restart policy: the group cannot restart, and is named.
+    auto marker = it::unique_marker("colocate-abort");
+    auto r = it::run(faulty({"--launch=local_mp", "--colocate", "target,worker/0"}, {"abort"},
+                            marker),
+                     20s);
+    CAPTURE(r.all);
+    CHECK(r.code == 1);
+    CHECK(has(r.err, "node target/0+worker/0 failed: killed by signal SIGABRT; worker/0 has no "
+                     "restart policy (a colocation group restarts only as a whole)"));
+    CHECK(it::node_pids(marker).empty());
+
+    // With --restart worker=1 every member allows it: target aborts on its second call
+    // (once), the group's process restarts, and the restarted worker/0 makes every call.
+    std::string once = "/tmp/" + marker + ".once";
+    ::setenv("FAULTY_TARGET_CRASH", "2", 1);
+    ::setenv("FAULTY_ONCE", once.c_str(), 1);
+    r = it::run(faulty({"--launch=local_mp", "--colocate", "target,worker/0", "--restart",
+                        "worker=1"},
+                       {"calls", "3"}, it::unique_marker("colocate-restart")),
+                30s);
+    ::unsetenv("FAULTY_TARGET_CRASH");
+    ::unsetenv("FAULTY_ONCE");
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.err, "node target/0+worker/0 failed: killed by signal SIGABRT; restart 1 of"));
+    CHECK(has(r.err, "node target/0+worker/0 restarted"));
+    CHECK(has(r.out, "[target/0+worker/0] 3 good calls"));
+    std::remove(once.c_str());
   }
 }

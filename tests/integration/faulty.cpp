@@ -14,6 +14,9 @@
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 //   calls N           worker/0 makes N good calls to target.ping, retrying one that fails as
 //                     unavailable (target restarting), then stops the program
+//   colocation        every worker calls target.pid_of once and logs "colocation index=I
+//                     pid=P target_pid=T saves=S" (S: how often its argument was serialized),
+//                     then ends (tests of --colocate)
 // Further arguments are ignored: tests add a unique marker to find the processes.
 // FAULTY_SLOW_TARGET=SECONDS in the environment: target's constructor sleeps that long, so
 // the workers register and wait for a directory that comes only once target registers.
@@ -48,6 +51,22 @@ bool fault_now() {
   return true;
 }
 
+// An argument that counts, in the caller's counter, how often it is serialized: a call
+// over the wire serializes it once, a direct call within a process never.
+struct counted {
+  std::int64_t value = 0;
+  std::atomic<int>* saves = nullptr;  // the caller's; not sent
+  template <class A>
+  void save(A& a) const {
+    if (saves) ++*saves;
+    a(value);
+  }
+  template <class A>
+  void load(A& a) {
+    a(value);
+  }
+};
+
 struct Target {  // a plain service, the probe's good call goes here
   Target() {
     if (const char* s = std::getenv("FAULTY_SLOW_TARGET"))
@@ -62,8 +81,9 @@ struct Target {  // a plain service, the probe's good call goes here
       if (++served == std::atoi(n) && fault_now()) std::abort();
     return x + 1;
   }
+  std::int64_t pid_of(counted c) { return c.value == 0 ? -1 : ::getpid(); }
   int served = 0;
-  using rpc = tlaunch::methods<&Target::ping>;
+  using rpc = tlaunch::methods<&Target::ping, &Target::pid_of>;
 };
 
 struct Worker {
@@ -74,6 +94,13 @@ struct Worker {
     std::string mode = a.empty() ? "idle" : a[0];
     std::string param = a.size() > 1 ? a[1] : "";
     ctx.log("ready pid={} mode={}", ::getpid(), mode);
+    if (mode == "colocation") {
+      std::atomic<int> saves{0};
+      auto pid = co_await target.call<&Target::pid_of>(counted{1, &saves});
+      ctx.log("colocation index={} pid={} target_pid={} saves={}", ctx.index(), ::getpid(), pid,
+              saves.load());
+      co_return;
+    }
     if ((mode == "hang" || mode == "freeze") && ctx.index() == 1) {
       co_await ctx.sleep_for(300ms);
       ctx.stop_program();
@@ -144,9 +171,12 @@ struct Worker {
   }
 };
 
-constexpr auto program = tlaunch::program(
-    tlaunch::node<"target", Target>().restart(
-        {.max_restarts = 3, .window = std::chrono::seconds(60), .backoff = 100ms}),
-    tlaunch::node<"worker", Worker>(tlaunch::ref<"target">).replicas(2));
+// worker/2 and worker/3 exist only with --replicas worker=4 (tests of the program's
+// colocation groups); without them the group is empty and changes nothing.
+constexpr auto program =
+    tlaunch::program(tlaunch::node<"target", Target>().restart(
+                         {.max_restarts = 3, .window = std::chrono::seconds(60), .backoff = 100ms}),
+                     tlaunch::node<"worker", Worker>(tlaunch::ref<"target">).replicas(2))
+        .colocate<"worker/2", "worker/3">();
 
 int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }

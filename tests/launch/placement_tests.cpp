@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tlaunch/launch/colocation.hpp>
 #include <tlaunch/launch/placement.hpp>
 #include <vector>
 
@@ -88,6 +89,22 @@ TEST_SUITE("placement") {
     CHECK_THROWS_WITH_AS(place_instances(nodes, {{"countr", {"h1"}}}, {"h1"}),
                          "--place names node 'countr', which is not in the program",
                          tlaunch::launch_error);
+  }
+
+  TEST_CASE("a colocation group is placed as a unit: its leader's host, one turn of the round-robin") {
+    std::vector<node> nodes{{"learner", 1}, {"replay", 1}, {"actor", 3}};
+    options o;
+    o.colocate = {"learner,replay", "actor/1,actor/2"};
+    auto groups = colocation_groups(nodes, {}, o);
+    CHECK(groups == std::vector<colocation_group>{{0, 1}, {3, 4}});
+    auto leaders = colocation_leaders(groups, 5);
+    CHECK(leaders == std::vector<std::uint32_t>{0, 0, 2, 3, 3});
+    CHECK(hosts_of(place_instances(nodes, {}, {"h1", "h2"}, leaders)) ==
+          std::vector<std::string>{"h1", "h1", "h2", "h1", "h1"});
+    // --place of the leader's node moves the group; a member's own --place does not.
+    CHECK(hosts_of(place_instances(nodes, {{"learner", {"h3"}}, {"replay", {"h2"}}},
+                                   {"h1", "h2"}, leaders)) ==
+          std::vector<std::string>{"h3", "h3", "h1", "h2", "h2"});
   }
 
   TEST_CASE("without hosts every instance is on this machine") {

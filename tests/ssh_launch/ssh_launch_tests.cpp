@@ -22,6 +22,7 @@
 #include <map>
 #include <thread>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,50 @@ TEST_SUITE("ssh_launch") {
     CHECK(has(p.err(), "[launcher] node worker/1@" + h3() + " restarted: registered "));
     CHECK(has(p.out(), "[worker/1@" + h3() + "] back after a restart"));
     CHECK(it::node_pids(cached).empty());
+  }
+
+  TEST_CASE("--colocate: a group is one process on one host; calls within it are direct") {
+    // worker/0 and worker/1 in one process, worker/2 alone. The group is placed as a unit
+    // (it counts once in the round-robin), so worker/2 goes to the second host.
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
+                                {"--replicas", "worker=3", "--colocate", "worker/0,worker/1"},
+                                {"colocation"}),
+                     60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    // (caller, callee) -> their pids, how often the argument was serialized, caller's host
+    struct call {
+      long pid = -1, peer_pid = -2, saves = -1;
+      std::string at;
+    };
+    std::map<std::pair<int, int>, call> calls;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      auto pos = line.find("colocation index=");
+      if (pos == std::string::npos) continue;
+      int i = -1, j = -1;
+      call c;
+      char at[64] = {};
+      if (std::sscanf(line.c_str() + pos, "colocation index=%d peer=%d pid=%ld peer_pid=%ld "
+                      "saves=%ld at=%63s", &i, &j, &c.pid, &c.peer_pid, &c.saves, at) == 6) {
+        c.at = at;
+        calls[{i, j}] = c;
+      }
+    }
+    REQUIRE(calls.size() == 9);
+    CHECK(calls[{0, 0}].pid == calls[{1, 1}].pid);
+    CHECK(calls[{0, 0}].pid != calls[{2, 2}].pid);
+    for (const auto& entry : calls) {
+      int caller = entry.first.first, callee = entry.first.second;
+      const call& c = entry.second;
+      CAPTURE(caller);
+      CAPTURE(callee);
+      bool together = caller == callee || (caller < 2 && callee < 2);
+      CHECK((c.pid == c.peer_pid) == together);
+      CHECK(c.saves == (together ? 0 : 1));
+      CHECK(c.at == (caller < 2 ? "127.0.0.2" : "127.0.0.3"));
+    }
+    CHECK(has(r.out, "[worker/0+worker/1@" + h2() + "] colocation index=1"));
   }
 
   TEST_CASE("a host whose connection dies mid-run: named, the program stops, no node is left") {

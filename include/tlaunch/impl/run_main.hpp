@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../launch/agent.hpp"
+#include "../launch/colocation.hpp"
 #include "../launch/flags.hpp"
 #include "../launch/k8s.hpp"
 #include "../launch/node_env.hpp"
@@ -45,6 +46,7 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     auto nodes = p.describe(o.replicas);
     launch::check_env_nodes(nodes, o);
     launch::apply_restart_flags(nodes, o);  // --restart names only nodes of the program
+    launch::colocation_groups(nodes, p.colocated(), o);  // --colocate names instances of it
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
     return launch::registered_launchers::run(p, o, out);
   } catch (const launch_error& e) {

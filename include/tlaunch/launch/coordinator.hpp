@@ -6,6 +6,9 @@
 // grace period, after which what is left is killed. A failed instance whose node has
 // a restart policy is started again instead (lifecycle.hpp: restart_budget); once it
 // registers, every process gets the directory again with its new address.
+// A colocation group (launch/colocation.hpp) is one process, started for its leader's
+// slot; each member registers on a connection of its own, and the group fails, stops
+// and restarts as one.
 #pragma once
 
 #include <fcntl.h>
@@ -28,6 +31,7 @@
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
 #include "child.hpp"
+#include "colocation.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
 #include "output.hpp"
@@ -70,6 +74,8 @@ class coordinator final : public rpc::connection_sink {
         slots_.back().budget =
             restart_budget(n.restart.max_restarts, n.restart.window, n.restart.backoff);
         slots_.back().id = std::string(n.name) + "/" + std::to_string(r);
+        slots_.back().leader = static_cast<std::uint32_t>(slots_.size() - 1);
+        slots_.back().members = {slots_.back().leader};
         slots_.back().has_run = n.has_run;
         slots_.back().held = std::find(o.hold_stop.begin(), o.hold_stop.end(),
                                        slots_.back().id) != o.hold_stop.end();
@@ -111,6 +117,15 @@ class coordinator final : public rpc::connection_sink {
     if (any) out_.print("launcher", stream::err, "restart policies are ignored: " + why);
   }
 
+  // One process for each group, which its first instance's place and spawn stand for;
+  // call before run().
+  void colocate(const std::vector<colocation_group>& groups) {
+    for (const auto& g : groups) {
+      for (std::uint32_t f : g) slots_[f].leader = g[0];
+      slots_[g[0]].members = g;
+    }
+  }
+
   // Runs the program to its end; returns the launcher's exit code.
   int run(const std::vector<placement>& places, const spawn_fn& spawn) {
     port_ = acceptor_.local_endpoint().port();
@@ -122,6 +137,18 @@ class coordinator final : public rpc::connection_sink {
       auto& s = slots_[p.flat];
       s.where = p.host.empty() ? s.id : s.id + "@" + p.host;
       s.place = p;
+    }
+    // A group's process is named by its members ("learner/0+replay/0"): its output,
+    // its failures.
+    for (auto& s : slots_) {
+      if (s.members.size() < 2) continue;
+      std::string ids;
+      for (std::uint32_t m : s.members) ids.append(ids.empty() ? "" : "+").append(slots_[m].id);
+      s.where = s.place.host.empty() ? ids : ids + "@" + s.place.host;
+    }
+    for (const auto& p : places) {
+      auto& s = slots_[p.flat];
+      if (s.leader != p.flat) continue;  // started with its group
       try {
         start_process(s);
       } catch (const std::exception& e) {
@@ -211,6 +238,10 @@ class coordinator final : public rpc::connection_sink {
   struct slot {
     std::string id, where;
     bool has_run = false;
+    // Colocation: the slot whose process hosts this instance (itself when alone), and
+    // in that slot, every instance of the process (itself first).
+    std::uint32_t leader = 0;
+    std::vector<std::uint32_t> members;
     child_ptr proc;
     std::shared_ptr<rpc::connection> conn;
     std::string address;
@@ -234,7 +265,9 @@ class coordinator final : public rpc::connection_sink {
 
   // Starts (again) the process of s; throws when it cannot be started.
   void start_process(slot& s) {
-    std::vector<std::string> tail = {"--tlaunch-role=" + s.id};
+    std::string role;
+    for (std::uint32_t m : s.members) role.append(role.empty() ? "" : ",").append(slots_[m].id);
+    std::vector<std::string> tail = {"--tlaunch-role=" + role};
     tail.insert(tail.end(), opt_.passthrough.begin(), opt_.passthrough.end());
     child_callbacks cb;
     std::uint32_t flat = s.place.flat, gen = s.gen;
@@ -252,15 +285,24 @@ class coordinator final : public rpc::connection_sink {
   // s failed before the stop (lifecycle.hpp): restarted when its budget allows (a process
   // still running is stopped, or with `kill` killed, and restarted once it exits); else
   // the failure counts, naming the restarts it had.
-  void failed(slot& s, const std::string& why, fault f, bool kill = false) {
+  // A member of a colocation group fails its group: restarted when every member's budget
+  // allows, else the group's failure.
+  void failed(slot& member, const std::string& why, fault f, bool kill = false) {
+    slot& s = slots_[member.leader];
     if (life_.stopping()) return fail(s.where, why, f);
     if (s.replacing) return;
-    if (!s.budget.allows(std::chrono::steady_clock::now())) {
+    auto now = std::chrono::steady_clock::now();
+    for (std::uint32_t m : s.members) {
+      restart_budget& b = slots_[m].budget;
+      if (b.allows(now)) continue;
       std::string spent;
-      if (s.budget.max() > 0)
-        spent = fmt::format("; restarted {} time{}{}, the limit of its restart policy",
-                            s.budget.count(), s.budget.count() == 1 ? "" : "s",
-                            within(s.budget));
+      std::string who = s.members.size() > 1 ? slots_[m].id + " " : "";
+      if (b.max() > 0)
+        spent = fmt::format("; {}restarted {} time{}{}, the limit of its restart policy", who,
+                            b.count(), b.count() == 1 ? "" : "s", within(b));
+      else if (s.members.size() > 1)
+        spent = fmt::format("; {}has no restart policy", who);
+      if (s.members.size() > 1) spent += " (a colocation group restarts only as a whole)";
       return fail(s.where, why + spent, f);
     }
     s.replacing = true;
@@ -283,7 +325,19 @@ class coordinator final : public rpc::connection_sink {
   void schedule_restart(slot& s) {
     auto now = std::chrono::steady_clock::now();
     auto wait = s.budget.take(now);
-    s.ended_at = now;
+    for (std::uint32_t m : s.members) {
+      slot& x = slots_[m];
+      x.ended_at = now;
+      if (m == s.leader) continue;
+      wait = std::max(wait, x.budget.take(now));
+      if (x.conn) x.conn->close("its node is being restarted");
+      x.conn.reset();
+      if (!x.address.empty()) {
+        x.address.clear();
+        --registered_;
+      }
+      x.lost_timer.reset();
+    }
     out_.print("launcher", stream::err,
                fmt::format("node {} failed: {}; restart {} of at most {}{}, in {} ms", s.where,
                            s.replace_reason, s.budget.count(), s.budget.max(), within(s.budget),
@@ -305,6 +359,11 @@ class coordinator final : public rpc::connection_sink {
   }
 
   void restart(slot& s) {
+    for (std::uint32_t m : s.members) {
+      slot& x = slots_[m];
+      if (m != s.leader) ++x.gen;  // a member's old connection timers are stale
+      x.exited = x.replacing = x.killed = x.reported = x.stop_sent = false;
+    }
     ++s.gen;
     s.exited = s.replacing = s.killed = s.reported = s.stop_sent = false;
     s.replace_reason.clear();
@@ -318,7 +377,9 @@ class coordinator final : public rpc::connection_sink {
     // A restarted process that never registers is a failure like any other.
     s.lost_timer = std::make_unique<asio::steady_timer>(io_, opt_.start_timeout);
     s.lost_timer->async_wait([this, &s, gen = s.gen](std::error_code ec) {
-      if (!ec && gen == s.gen && !life_.stopping() && !s.exited && s.address.empty())
+      if (!ec && gen == s.gen && !life_.stopping() && !s.exited &&
+          std::any_of(s.members.begin(), s.members.end(),
+                      [this](std::uint32_t m) { return slots_[m].address.empty(); }))
         failed(s,
                fmt::format("restarted, but did not register within {} s",
                            static_cast<double>(opt_.start_timeout.count()) / 1000.0),
@@ -352,7 +413,7 @@ class coordinator final : public rpc::connection_sink {
       slots_[flat].conn = c;
       slots_[flat].address = address;
       if (life_.stopping()) return send_stop(slots_[flat]);
-      if (slots_[flat].gen > 0)
+      if (slots_[flat].gen > 0 && slots_[flat].leader == flat)  // a group: said once
         out_.print("launcher", stream::err,
                    fmt::format("node {} restarted: registered {} ms after its process ended",
                                slots_[flat].where,
@@ -373,7 +434,8 @@ class coordinator final : public rpc::connection_sink {
         break;
       case wire::kind::node_failed:
         s->reported = true;
-        failed(*s, text, f);
+        slots_[s->leader].reported = true;  // the process's exit code 1 was judged now
+        failed(*s, slots_[s->leader].members.size() > 1 ? s->id + ": " + text : text, f);
         release_held(*s);
         break;
       case wire::kind::stop_request:
@@ -478,6 +540,7 @@ class coordinator final : public rpc::connection_sink {
     auto& s = slots_[flat];
     if (s.exited || gen != s.gen) return;
     s.exited = true;
+    for (std::uint32_t m : s.members) slots_[m].exited = true;
     --alive_;
     release_held(s);
     if (!life_.stopping()) {

@@ -26,6 +26,10 @@ struct options {
   std::map<std::string, std::uint32_t> replicas;
   // --restart NAME=N: a node's max_restarts (restart_policy), replacing the program's.
   std::map<std::string, std::uint32_t> restart;
+  // --colocate A,B[,...] (one group per flag; "node" or "node/INDEX") and --no-colocate
+  // (drop the program's groups): launch/colocation.hpp.
+  std::vector<std::string> colocate;
+  bool no_colocate = false;
   std::chrono::milliseconds grace{5000};
   std::chrono::milliseconds start_timeout{60000};
   std::string log_dir;
@@ -110,6 +114,10 @@ Launch:
   --restart NAME=N[,...]   restart a failed instance of node NAME in a fresh process
                            up to N times within its policy's window (default 60 s;
                            0: never); local_mp and ssh (repeatable)
+  --colocate NAME[,NAME...]  host these nodes (all their replicas) or replicas
+                           (NAME/INDEX) in one process, replacing the program's
+                           groups that name them; local_mp and ssh (repeatable)
+  --no-colocate            ignore the program's colocation groups
   --threads=N              io threads per process (default: 2 for local_mt, 1 per
                            node process, where the thread that reads also replies)
   --busy-poll=MICROSECONDS  io threads poll this long for work before they sleep,
@@ -252,6 +260,17 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
         o.restart[item.substr(0, eq)] = static_cast<std::uint32_t>(
             detail::parse_uint("--restart", item.substr(eq + 1), 1000000));
       }
+    } else if (name == "--colocate") {
+      std::string v = need();
+      auto members = detail::split(v, ',');
+      for (const auto& m : members)
+        if (m.empty()) throw usage_error("--colocate: '" + v + "' has an empty member");
+      if (members.size() < 2 && v.find('/') != std::string::npos)
+        throw usage_error("--colocate: '" + v + "' names one replica; a group needs two instances");
+      o.colocate.push_back(v);
+    } else if (name == "--no-colocate") {
+      flag_only();
+      o.no_colocate = true;
     } else if (name == "--threads") {
       std::string v = need();
       o.threads = static_cast<unsigned>(detail::parse_uint(name, v, 256));

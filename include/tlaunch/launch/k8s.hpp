@@ -55,6 +55,7 @@
 #include "../detail/secret.hpp"
 #include "../detail/self_exe.hpp"
 #include "../program_view.hpp"
+#include "colocation.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -527,7 +528,12 @@ struct k8s_launcher {
     return true;
   }
   static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    return write_k8s_manifests(p.describe(o.replicas), o, out);
+    auto nodes = p.describe(o.replicas);
+    // One pod per instance (the Job's completion index): a pod cannot host a group.
+    if (auto w = ignored_colocation_warning(colocation_groups(nodes, p.colocated(), o), "k8s");
+        !w.empty())
+      out.print("launcher", stream::err, w);
+    return write_k8s_manifests(nodes, o, out);
   }
 };
 static_assert(launcher<k8s_launcher>);

@@ -1,5 +1,5 @@
-// local_mp: one process per node instance on this machine, each this same
-// binary started again with its role.
+// local_mp: one process per node instance (or colocation group) on this machine,
+// each this same binary started again with its role.
 #pragma once
 
 #include <unistd.h>
@@ -14,6 +14,7 @@
 
 #include "../detail/self_exe.hpp"
 #include "../program_view.hpp"
+#include "colocation.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -27,6 +28,7 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
+  coord.colocate(colocation_groups(nodes, p.colocated(), o));
   coord.listen("127.0.0.1");
   std::vector<placement> places;
   std::uint32_t flat = 0;

@@ -1,5 +1,6 @@
 // The node side of a multi-process launch: this binary started with
-// --tlaunch-role=name/i. It reads the launch secret from stdin, serves on port 0
+// --tlaunch-role=name/i (or name/i,other/j,...: a colocation group, every instance in
+// this process, each registered on a coordinator connection of its own). It reads the launch secret from stdin, serves on port 0
 // of the address it reaches the coordinator from, registers, waits for the
 // directory, runs, and stops when told, when stdin closes, or when the
 // coordinator connection drops.
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/ip/udp.hpp>
 #include <asio/signal_set.hpp>
 #include <chrono>
@@ -79,15 +81,19 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
       return 2;
     }
   }
-  auto slash = o.role.rfind('/');
-  std::string name = o.role.substr(0, slash);
-  std::uint32_t index = 0;
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument("no /");
-    index = static_cast<std::uint32_t>(std::stoul(o.role.substr(slash + 1)));
-  } catch (...) {
-    std::fprintf(stderr, "tlaunch: --tlaunch-role=%s is not NAME/INDEX\n", o.role.c_str());
-    return 2;
+  // name/index of each instance this process hosts
+  std::vector<std::pair<std::string, std::uint32_t>> roles;
+  for (const auto& r : detail::split(o.role, ',')) {
+    auto slash = r.rfind('/');
+    try {
+      if (slash == std::string::npos) throw std::invalid_argument("no /");
+      roles.emplace_back(r.substr(0, slash),
+                         static_cast<std::uint32_t>(std::stoul(r.substr(slash + 1))));
+    } catch (...) {
+      std::fprintf(stderr, "tlaunch: --tlaunch-role=%s is not NAME/INDEX[,NAME/INDEX...]\n",
+                   o.role.c_str());
+      return 2;
+    }
   }
   auto secret = tlaunch::detail::from_hex(detail::read_stdin_line());
   if (!secret || secret->empty()) {
@@ -105,27 +111,26 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
     std::fprintf(stderr, "tlaunch: %s\n", e.what());
     return 2;
   }
-  std::uint32_t flat = 0;
-  bool found = false;
-  const tlaunch::detail::node_info* mine = nullptr;
-  {
+  std::vector<std::uint32_t> flats;  // in the role's order; the first one is the leader
+  for (const auto& [name, index] : roles) {
+    bool found = false;
     std::uint32_t at = 0;
     for (auto& n : nodes) {
       if (n.name == name && index < n.replicas) {
-        flat = at + index;
+        flats.push_back(at + index);
         found = true;
-        mine = &n;
+        // Before any thread of this process starts; in a group, a later member's value of
+        // a key wins.
+        apply_node_env(n, o, index);
       }
       at += n.replicas;
     }
+    if (!found) {
+      std::fprintf(stderr, "tlaunch: role %s/%u is not a node instance of this program\n",
+                   name.c_str(), index);
+      return 2;
+    }
   }
-  if (!found) {
-    std::fprintf(stderr, "tlaunch: role %s is not a node instance of this program\n",
-                 o.role.c_str());
-    return 2;
-  }
-
-  apply_node_env(*mine, o, index);  // before any thread of this process starts
 
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 1;
@@ -148,18 +153,22 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
 
   try {
     rt.listen(detail::local_ip_towards(o.coordinator));
-    p.host(rt, [&](std::uint32_t f) { return f == flat; });
+    p.host(rt, [&](std::uint32_t f) {
+      return std::find(flats.begin(), flats.end(), f) != flats.end();
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tlaunch: node %s cannot start: %s\n", o.role.c_str(), e.what());
     return 2;
   }
-  rpc::instance& self = *rt.hosted(flat);
 
   // This process's lifecycle; `mu` guards its changes for `cv`, and run_over.
   lifecycle life;
   std::mutex mu;
   std::condition_variable cv;
-  bool run_over = !self.start_run;
+  std::size_t runs_left = 0;  // run() bodies not over yet
+  for (std::uint32_t f : flats)
+    if (rt.hosted(f)->start_run) ++runs_left;
+  bool run_over = runs_left == 0;
   bool runs_started = false;  // the directory came and run() bodies were started
   int own_exit_code = 0;  // 3: lost the coordinator, 4: did not stop within the grace period
 
@@ -180,10 +189,19 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
     }).detach();
   };
 
-  auto coord = rt.connect(o.coordinator);
-  rt.control = [&](const std::shared_ptr<rpc::connection>&, const wire::frame_header& h,
+  // One coordinator connection per hosted instance: the coordinator knows an instance by
+  // the connection it registered on. The first one's directory is the one taken.
+  std::vector<std::shared_ptr<rpc::connection>> coords;
+  for (std::size_t i = 0; i < flats.size(); ++i) coords.push_back(rt.connect(o.coordinator));
+  auto coord = coords.front();
+  auto coord_of = [&](std::uint32_t f) -> rpc::connection& {
+    return *coords[static_cast<std::size_t>(std::find(flats.begin(), flats.end(), f) -
+                                            flats.begin())];
+  };
+  rt.control = [&](const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
                    std::span<const char> payload) {
     if (h.type == wire::kind::directory) {
+      if (c != coord) return;  // the same directory, sent to each instance's connection
       std::vector<std::string> addrs;
       try {
         wire::deserialize_from(payload, addrs);
@@ -206,9 +224,8 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
       begin_stop("stopped by the coordinator");
     }
   };
-  rt.closed = [&, coord_ptr = coord.get()](const std::shared_ptr<rpc::connection>& c,
-                                           const std::string& reason) {
-    if (c.get() != coord_ptr) return;
+  rt.closed = [&](const std::shared_ptr<rpc::connection>& c, const std::string& reason) {
+    if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
     if (!life.stopping()) {
       std::fprintf(stderr, "tlaunch: node %s lost its coordinator (%s); stopping\n",
                    o.role.c_str(), reason.c_str());
@@ -227,22 +244,24 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
     if (e && !life.stopping() && !rt.stop_requested()) {
       std::string msg = rpc::detail::exception_message(e);
       fault f = fault_of(e);
-      detail::send_control(*coord, wire::kind::node_failed, msg, static_cast<std::uint8_t>(f));
+      detail::send_control(coord_of(i.flat_id), wire::kind::node_failed, msg,
+                           static_cast<std::uint8_t>(f));
       std::fprintf(stderr, "tlaunch: node %s: run() ended with an error: %s\n", i.id().c_str(),
                    msg.c_str());
       std::lock_guard lk(mu);
       life.fail(i.id(), msg, f, /*stop=*/false);
     } else if (!e) {
-      detail::send_control(*coord, wire::kind::node_done);
+      detail::send_control(coord_of(i.flat_id), wire::kind::node_done);
     }
     {
       std::lock_guard lk(mu);
-      run_over = true;
+      run_over = --runs_left == 0;
     }
     cv.notify_all();
   };
-  detail::send_control(*coord, wire::kind::reg, flat, rt.listen_address(),
-                       static_cast<std::int64_t>(::getpid()));
+  for (std::size_t i = 0; i < flats.size(); ++i)
+    detail::send_control(*coords[i], wire::kind::reg, flats[i], rt.listen_address(),
+                         static_cast<std::int64_t>(::getpid()));
 
   // EOF on stdin: the launcher is gone or wants us gone. The reader thread
   // outlives this function, so it reaches begin_stop through a relay we clear.

@@ -106,11 +106,15 @@ inline std::string listed_host(const std::string& placed, const std::vector<std:
 
 // Which host each instance runs on: --place for a node (its replicas go round the
 // hosts it names), else round-robin over `hosts`. `nodes` is a range of things with
-// `name` and `replicas` (the program's node descriptions), in program order.
+// `name` and `replicas` (the program's node descriptions), in program order. A
+// colocation group is placed as a unit: `leader[flat]` (launch/colocation.hpp; empty:
+// no groups) is its first instance, whose host every member takes, counting once in
+// the round-robin.
 template <class Nodes>
 std::vector<placement> place_instances(const Nodes& nodes,
                                        const std::map<std::string, std::vector<std::string>>& place,
-                                       const std::vector<std::string>& hosts) {
+                                       const std::vector<std::string>& hosts,
+                                       const std::vector<std::uint32_t>& leader = {}) {
   for (const auto& entry : place) {
     bool known = std::any_of(std::begin(nodes), std::end(nodes),
                              [&](const auto& n) { return n.name == entry.first; });
@@ -125,7 +129,9 @@ std::vector<placement> place_instances(const Nodes& nodes,
     auto it = place.find(std::string(n.name));
     for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat) {
       std::string host;
-      if (it != place.end())
+      if (flat < leader.size() && leader[flat] != flat)
+        host = out[leader[flat]].host;
+      else if (it != place.end())
         host = listed_host(it->second[r % it->second.size()], hosts);
       else if (!hosts.empty())
         host = hosts[rr++ % hosts.size()];

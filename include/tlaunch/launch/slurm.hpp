@@ -43,6 +43,7 @@
 
 #include "../detail/self_exe.hpp"
 #include "../program_view.hpp"
+#include "colocation.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -402,6 +403,10 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
     if (std::find(allocation.begin(), allocation.end(), h) == allocation.end())
       throw launch_error("--launch=slurm: host '" + h + "' is not a node of job " + job);
   if (auto w = largest_resources_warning(nodes, "slurm"); !w.empty())
+    out.print("launcher", stream::err, w);
+  // One srun step of one task per instance: a task cannot host a group.
+  if (auto w = ignored_colocation_warning(colocation_groups(nodes, p.colocated(), o), "slurm");
+      !w.empty())
     out.print("launcher", stream::err, w);
   auto places = place_instances(nodes, o.place, hosts);
   if (places.empty()) throw launch_error("--launch=slurm: the program has no node instance");

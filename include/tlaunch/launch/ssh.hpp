@@ -31,6 +31,7 @@
 #include "../detail/self_exe.hpp"
 #include "../program_view.hpp"
 #include "agent.hpp"
+#include "colocation.hpp"
 #include "coordinator.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
@@ -53,7 +54,10 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "ssh", out);
   auto hosts = listed_hosts(o.hosts, o.hostfile, "ssh");
-  auto places = place_instances(nodes, o.place, hosts);
+  auto groups = colocation_groups(nodes, p.colocated(), o);
+  std::uint32_t instances = 0;
+  for (auto& n : nodes) instances += n.replicas;
+  auto places = place_instances(nodes, o.place, hosts, colocation_leaders(groups, instances));
 
   // Per-node exec: sshd allows 10 sessions (channels) per connection by default, so 8
   // nodes a connection. With agents: one connection, one channel per host.
@@ -135,6 +139,7 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
 
   const auto launched = std::chrono::steady_clock::now();
   coordinator coord(nodes, o, out);
+  coord.colocate(groups);
   // The nodes dial the local address of their SSH connection: when one of those is IPv6,
   // listen on "::" (dual-stack on Linux) so that IPv4 and IPv6 hosts both reach us.
   bool any_v6 = false;

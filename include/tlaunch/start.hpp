@@ -112,16 +112,19 @@ class running_program {
 
 }  // namespace tlaunch
 
-// The body of tlaunch::start, detail::start_view: not a template, so it is compiled once
-// with TLAUNCH_SEPARATE_COMPILATION (impl/src.hpp), else inline here.
+// The body of tlaunch::start: not a template, so it is compiled once with
+// TLAUNCH_SEPARATE_COMPILATION (impl/src.hpp), else inline (impl/start.hpp, included below).
 #if defined(TLAUNCH_SEPARATE_COMPILATION)
-namespace tlaunch::detail {
-running_program start_view(const program_view& p, std::shared_ptr<const void> keep,
-                           launch_options o);
-}  // namespace tlaunch::detail
+#define TLAUNCH_START_DECL
 #else
-#include "impl/start.hpp"
+#define TLAUNCH_START_DECL inline
 #endif
+namespace tlaunch::detail {
+TLAUNCH_START_DECL running_program start_view(const program_view& p,
+                                              std::shared_ptr<const void> keep,
+                                              launch_options o);
+}  // namespace tlaunch::detail
+#undef TLAUNCH_START_DECL
 
 namespace tlaunch {
 
@@ -137,3 +140,7 @@ running_program start(const program_t<Nodes...>& p, launch_options o = {}) {
 }
 
 }  // namespace tlaunch
+
+#if !defined(TLAUNCH_SEPARATE_COMPILATION)
+#include "impl/start.hpp"
+#endif

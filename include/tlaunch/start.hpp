@@ -8,7 +8,6 @@
 //   int code = run.wait();  // 0, or 1 and run.failure() says which node failed and why
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,7 +31,6 @@ namespace detail {
 // What a started program and its launching thread share.
 struct launch_state {
   std::mutex mu;
-  std::condition_variable cv;
   std::function<void()> stop;  // set while the launcher accepts a stop
   bool stop_asked = false;     // stop() before the launcher published its function
   bool finished = false;
@@ -74,13 +72,10 @@ class running_program {
   // grace is killed (local_mp). Returns at once; from any thread; does nothing once the
   // program has stopped.
   void stop() {
-    std::function<void()> f;
-    {
-      std::lock_guard lk(s_->mu);
-      s_->stop_asked = true;
-      f = s_->stop;
-    }
-    if (f) f();
+    // Under the lock: the launcher withdraws its stop function before it returns.
+    std::lock_guard lk(s_->mu);
+    s_->stop_asked = true;
+    if (s_->stop) s_->stop();
   }
 
   // Whether the program has stopped (wait() then returns at once).

@@ -98,7 +98,6 @@ TLAUNCH_START_DECL running_program start_view(const program_view& p,
       failure = fmt::format("the program ended with exit code {}", code);
     st->failure = std::move(failure);
     st->finished = true;
-    st->cv.notify_all();
   });
   return running_program(std::move(s));
 }

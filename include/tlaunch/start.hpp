@@ -60,8 +60,9 @@ class running_program {
   ~running_program() { end(); }
 
   // Blocks until the program has stopped (by itself, after stop(), or on a failure) and
-  // returns its exit code: 0 when it stopped normally, 1 when a node failed, 2 when it
-  // could not start (bad options). Calling it again returns the same code.
+  // returns its exit code: 0 when it stopped normally, 1 when a node failed (or the
+  // launch itself did), 2 when the launcher refused its options (start() throws for most
+  // such errors itself). Calling it again returns the same code.
   int wait() {
     if (s_->thread.joinable()) s_->thread.join();
     return s_->exit_code;

@@ -62,7 +62,7 @@ class running_program {
   // Blocks until the program has stopped (by itself, after stop(), or on a failure) and
   // returns its exit code: 0 when it stopped normally, 1 when a node failed (or the
   // launch itself did), 2 when the launcher refused its options (start() throws for most
-  // such errors itself). Calling it again returns the same code.
+  // such errors itself). Calling it again returns the same code. One thread at a time.
   int wait() {
     if (s_->thread.joinable()) s_->thread.join();
     return s_->exit_code;

@@ -5,7 +5,7 @@
 #
 # Layers, bottom up (docs/ARCHITECTURE.md): detail (leaf helpers: includes no other
 # tlaunch folder) < wire < rpc < public (include/tlaunch/*.hpp) < store < launch < umbrella
-# (main.hpp, tlaunch.hpp, testing.hpp, impl/). A header may include its own layer and those
+# (main.hpp, start.hpp, tlaunch.hpp, testing.hpp, impl/). A header may include its own layer and those
 # below. Reads `#include "..."` (relative to the header, then to INCLUDE_DIR) and
 # `#include <tlaunch/...>` lines. --graph also prints the include edges by layer with
 # their counts. INCLUDE_DIR defaults to the include/ beside this script's folder.
@@ -52,7 +52,7 @@ layer_of() {
     rpc/*) layer=2 ;;
     store/*) layer=4 ;;
     launch/*) layer=5 ;;
-    main.hpp | tlaunch.hpp | testing.hpp | impl/*) layer=6 ;;
+    main.hpp | start.hpp | tlaunch.hpp | testing.hpp | impl/*) layer=6 ;;
     */*) layer=-1 ;;  # a folder that has no layer yet
     *) layer=3 ;;
   esac

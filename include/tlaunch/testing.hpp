@@ -27,17 +27,17 @@ class test_launch {
     thread_ = std::thread([this] {
       int code = 1;
       try {
-        code = launch::run_local_mt(
-            program_, opt_, out_,
-            [this](tlaunch::detail::runtime& rt) {
-              std::lock_guard lk(mu_);
-              rt_ = &rt;
-              cv_.notify_all();
-            },
-            [this](std::function<void()> stop) {
-              std::lock_guard lk(mu_);
-              stop_ = std::move(stop);
-            });
+        launch::run_hooks hooks;
+        hooks.started = [this](tlaunch::detail::runtime& rt) {
+          std::lock_guard lk(mu_);
+          rt_ = &rt;
+          cv_.notify_all();
+        };
+        hooks.publish_stop = [this](std::function<void()> stop) {
+          std::lock_guard lk(mu_);
+          stop_ = std::move(stop);
+        };
+        code = launch::run_local_mt(program_, opt_, out_, hooks);
       } catch (...) {
         std::lock_guard lk(mu_);
         error_ = std::current_exception();

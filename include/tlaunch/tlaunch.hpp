@@ -15,3 +15,4 @@
 #include "main.hpp"
 #include "program.hpp"
 #include "service.hpp"
+#include "start.hpp"

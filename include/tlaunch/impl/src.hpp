@@ -12,3 +12,4 @@
 #include <asio/impl/src.hpp>
 
 #include "run_main.hpp"
+#include "start.hpp"

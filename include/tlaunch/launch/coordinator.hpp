@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,7 +52,10 @@ class coordinator final : public rpc::connection_sink {
   coordinator(std::vector<tlaunch::detail::node_info> nodes, const options& o,
               output_printer& out)
       : nodes_(std::move(nodes)), opt_(o), out_(out), acceptor_(io_), grace_timer_(io_),
-        start_timer_(io_), signals_(io_, SIGINT, SIGTERM) {
+        start_timer_(io_) {
+    // Without handle_signals (tlaunch::start) no signal_set at all: asio restores SIG_DFL,
+    // not the caller's handler, when its last one goes.
+    if (o.handle_signals) signals_.emplace(io_, SIGINT, SIGTERM);
     auto s = tlaunch::detail::random_secret();
     secret_.assign(s.begin(), s.end());
     auto cfg = std::make_shared<rpc::connection_config>();
@@ -131,7 +135,7 @@ class coordinator final : public rpc::connection_sink {
     port_ = acceptor_.local_endpoint().port();
     spawn_ = &spawn;
     started_at_ = std::chrono::steady_clock::now();
-    signals_.async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
+    if (signals_) signals_->async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
     secret_line_ = tlaunch::detail::to_hex(secret_) + "\n";
     for (const auto& p : places) {
       auto& s = slots_[p.flat];
@@ -233,6 +237,14 @@ class coordinator final : public rpc::connection_sink {
   void log(const std::string& m) override { out_.print("launcher", stream::err, m); }
 
   int exit_code() const { return life_.exit_code(); }
+  std::optional<failure_report> failure() const { return life_.failure(); }
+
+  // Begins the program's stop as stop_program() does; from any thread, while run() runs.
+  void request_stop(const std::string& why) {
+    asio::post(io_, [this, why] {
+      if (!life_.stopping()) begin_stop(why);
+    });
+  }
 
  private:
   struct slot {
@@ -577,7 +589,7 @@ class coordinator final : public rpc::connection_sink {
     grace_timer_.cancel();
     start_timer_.cancel();
     std::error_code ec;
-    signals_.cancel(ec);
+    if (signals_) signals_->cancel(ec);
     acceptor_.close(ec);
     for (auto& s : slots_)
       if (s.conn) s.conn->close("program stopped");
@@ -596,7 +608,7 @@ class coordinator final : public rpc::connection_sink {
       life_.interrupted(sig);
       begin_stop(sig == SIGINT ? "interrupted" : "terminated");
     }
-    signals_.async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
+    signals_->async_wait([this](std::error_code ec, int sig) { on_signal(ec, sig); });
   }
 
   void report() {
@@ -617,7 +629,7 @@ class coordinator final : public rpc::connection_sink {
   asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<rpc::accept_loop> accept_loop_;  // made by listen()
   asio::steady_timer grace_timer_, start_timer_;
-  asio::signal_set signals_;
+  std::optional<asio::signal_set> signals_;
   std::vector<std::uint8_t> secret_;
   std::shared_ptr<const rpc::connection_config> cfg_;
   std::vector<slot> slots_;

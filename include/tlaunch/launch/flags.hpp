@@ -64,6 +64,9 @@ struct options {
   std::string coordinator;
   std::vector<std::string> user_args;
   bool help = false;
+  // SIGINT and SIGTERM stop the program (tlaunch::main). tlaunch::start sets it false: a
+  // launch inside a larger program leaves the process's signal dispositions alone.
+  bool handle_signals = true;
   // Flags a node process must see to build the same program.
   std::vector<std::string> passthrough;
   // For tests of the stop, never set from the command line: the coordinator sends

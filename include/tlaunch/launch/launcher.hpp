@@ -17,11 +17,13 @@
 #pragma once
 
 #include <concepts>
+#include <functional>
 #include <string>
 #include <string_view>
 
 #include "../program_view.hpp"
 #include "flags.hpp"
+#include "lifecycle.hpp"
 #include "output.hpp"
 
 namespace tlaunch::launch {
@@ -34,6 +36,21 @@ concept launcher = requires(options& o, const std::string& flag, const flag_read
   { L::usage } -> std::convertible_to<std::string_view>;
   { L::parse_flag(o, flag, r) } -> std::same_as<bool>;
   { L::run(p, o, out) } -> std::same_as<int>;
+};
+
+// What a launch from inside a program (tlaunch::start, start.hpp) asks of local_mt and
+// local_mp besides running the program; tlaunch::main and test_launch leave most empty.
+struct run_hooks {
+  // local_mt: called once every node is constructed and running (test_launch's handles).
+  std::function<void(tlaunch::detail::runtime&)> started;
+  // Receives a function that begins the program's stop (from any thread), and an empty
+  // function once that one must no longer be called.
+  std::function<void(std::function<void()>)> publish_stop;
+  // Called when the program ended with a failure, with the one that counted.
+  std::function<void(const failure_report&)> failed;
+  // local_mp: fork node processes from this process (the program as it is in memory)
+  // instead of executing this binary again (local_child.hpp, start_forked_child).
+  bool fork_nodes = false;
 };
 
 // For launchers without flags of their own.

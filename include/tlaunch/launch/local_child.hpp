@@ -12,17 +12,22 @@
 // that thread ends.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <stdio_ext.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -259,6 +264,39 @@ class local_child final : public child {
     if (pid_ < 0)
       throw std::runtime_error("cannot start node binary " + name +
                                ": fork: " + detail::errno_text(-pid_));
+    start_pump(name, opt.working_dir, in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w);
+  }
+
+  // A node process that is a fork of this one, running `body` (whose return is its exit
+  // code) instead of a binary: the program as it is in this process's memory.
+  // Otherwise like an executed child (pipes, process group, parent-death signal), and
+  // what exec would have done is done by hand: caught signals reset to their default,
+  // close-on-exec descriptors closed. Only the forking thread exists in the child.
+  local_child(const std::function<int()>& body, child_callbacks cb) : cb_(std::move(cb)) {
+    detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
+    detail::make_pipe(in_r, in_w);
+    detail::make_pipe(out_r, out_w);
+    detail::make_pipe(err_r, err_w);
+    detail::make_pipe(status_r, status_w);
+    const pid_t parent = ::getpid();
+    const int fds[4] = {in_r.get(), out_w.get(), err_w.get(), status_w.get()};
+    // What this process has buffered is not the node's output.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_ = detail::fork_thread::instance().fork([&] { run_in_child(parent, fds, body); });
+    if (pid_ < 0)
+      throw std::runtime_error("cannot fork a node process: " + detail::errno_text(-pid_));
+    start_pump("a forked node process", "", in_r, in_w, out_r, out_w, err_r, err_w, status_r,
+               status_w);
+  }
+
+ private:
+  // The parent's side once the child is forked: closes the child's ends, waits for the
+  // child's setup and starts the I/O thread.
+  void start_pump(const std::string& name, const std::string& working_dir,
+                  detail::unique_fd& in_r, detail::unique_fd& in_w, detail::unique_fd& out_r,
+                  detail::unique_fd& out_w, detail::unique_fd& err_r, detail::unique_fd& err_w,
+                  detail::unique_fd& status_r, detail::unique_fd& status_w) {
     in_r.reset();
     out_w.reset();
     err_w.reset();
@@ -273,7 +311,7 @@ class local_child final : public child {
       while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
       }
       std::string what = report[0] == stage_chdir
-                             ? "cannot change to directory " + opt.working_dir + ": "
+                             ? "cannot change to directory " + working_dir + ": "
                              : std::string();
       throw std::runtime_error("cannot start node binary " + name + ": " + what +
                                detail::errno_text(report[1]));
@@ -284,6 +322,7 @@ class local_child final : public child {
     thread_ = std::thread([this] { pump(); });
   }
 
+ public:
   // Kills the process if it still runs, and waits for its I/O thread (unless
   // called from that thread, e.g. from on_exit).
   ~local_child() override {
@@ -360,6 +399,71 @@ class local_child final : public child {
     ::execve(file, args, envp);
     fail(stage_exec);
     ::_exit(127);
+  }
+
+  // Runs in the forked child (on the copy of the fork thread, its only thread) and never
+  // returns. Unlike exec_in_child it runs the node itself, so it is not limited to
+  // async-signal-safe calls; the parent's other threads are gone, and a lock one held
+  // at the fork stays held (glibc resets malloc's and stdio's own).
+  [[noreturn]] static void run_in_child(pid_t parent, const int (&fds)[4],
+                                        const std::function<int()>& body) {
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // As exec does: handlers of the caller go back to the default (ignored signals stay
+    // ignored), and SIGPIPE to the default as for an executed node.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction sa {};
+      if (::sigaction(sig, nullptr, &sa) != 0) continue;
+      bool caught = (sa.sa_flags & SA_SIGINFO) != 0 ||
+                    (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+      if (!caught && sig != SIGPIPE) continue;
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(sig, &dfl, nullptr);
+    }
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
+    // The parent's unwritten buffers are its own output, not the node's.
+    ::__fpurge(stdout);
+    ::__fpurge(stderr);
+    ::dup2(fds[0], 0);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[2], 2);
+    close_cloexec_fds();  // the status pipe among them: the parent sees the setup done
+    int code = 1;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tlaunch: node process failed: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "tlaunch: node process failed\n");
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(code);
+  }
+
+  // Closes every descriptor above 2 marked close-on-exec: what an exec would close (the
+  // launcher's sockets and pipes, other nodes' pipes, the caller's own such files).
+  static void close_cloexec_fds() {
+    std::vector<int> fds;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+      int own = ::dirfd(d);
+      while (dirent* e = ::readdir(d)) {
+        int fd = std::atoi(e->d_name);
+        if (fd > 2 && fd != own) fds.push_back(fd);
+      }
+      ::closedir(d);
+    } else {
+      long max = std::min(::sysconf(_SC_OPEN_MAX), 65536L);
+      for (int fd = 3; fd < max; ++fd) fds.push_back(fd);
+    }
+    for (int fd : fds) {
+      int flags = ::fcntl(fd, F_GETFD);
+      if (flags >= 0 && (flags & FD_CLOEXEC) != 0) ::close(fd);
+    }
   }
 
   void signal_group(int sig) {
@@ -440,6 +544,12 @@ class local_child final : public child {
 inline child_ptr start_local_child(const std::vector<std::string>& argv, child_callbacks cb,
                                    const local_child_options& opt = {}) {
   return std::make_unique<local_child>(argv, std::move(cb), opt);
+}
+
+// Forks a node process that runs `body` and exits with its result (see the second
+// local_child constructor); for tlaunch::start under local_mp.
+inline child_ptr start_forked_child(const std::function<int()>& body, child_callbacks cb) {
+  return std::make_unique<local_child>(body, std::move(cb));
 }
 
 }  // namespace tlaunch::launch

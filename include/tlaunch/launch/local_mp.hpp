@@ -20,11 +20,16 @@
 #include "launcher.hpp"
 #include "local_child.hpp"
 #include "node_env.hpp"
+#include "node_process.hpp"
 #include "output.hpp"
 
 namespace tlaunch::launch {
 
-inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
+// hooks (launcher.hpp): with fork_nodes, each node process is a fork of this one that
+// runs run_node_process on the program in memory (tlaunch::start: the caller's code
+// before the launch does not run again), not this binary executed with its role.
+inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o, output_printer& out,
+                        const run_hooks& hooks = {}) {
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
@@ -35,9 +40,25 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
   for (auto& n : nodes)
     for (std::uint32_t r = 0; r < n.replicas; ++r, ++flat)
       places.push_back({flat, std::string(n.name) + "/" + std::to_string(r), ""});
-  std::string exe = tlaunch::detail::self_exe<launch_error>();
-  int code = coord.run(places, [&](const placement&, std::uint16_t port,
-                               const std::vector<std::string>& tail, child_callbacks cb) {
+  std::string exe = hooks.fork_nodes ? "" : tlaunch::detail::self_exe<launch_error>();
+  if (hooks.publish_stop)
+    hooks.publish_stop([&coord] { coord.request_stop("stop() called by the launching process"); });
+  struct unpublish {
+    const std::function<void(std::function<void()>)>& f;
+    ~unpublish() {
+      if (f) f({});
+    }
+  } unpublish_on_return{hooks.publish_stop};
+  int code = coord.run(places, [&](const placement& place, std::uint16_t port,
+                                   const std::vector<std::string>& tail, child_callbacks cb) {
+    if (hooks.fork_nodes) {
+      // The node's options are the launch's own, with its role; the child has no argv.
+      options node_o = o;
+      node_o.role = place.id;
+      node_o.coordinator = "127.0.0.1:" + std::to_string(port);
+      return start_forked_child([&p, node_o] { return run_node_process(p, node_o); },
+                                std::move(cb));
+    }
     // Launch flags first: the tail ends with `-- <program arguments>`.
     std::vector<std::string> argv{exe, "--tlaunch-coordinator=127.0.0.1:" + std::to_string(port)};
     argv.insert(argv.end(), tail.begin(), tail.end());
@@ -48,6 +69,7 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
               fmt::format("timings: {} nodes; start of the nodes to all registered {} ms; stop {} ms",
                           places.size(), coord.time_to_registered().count(),
                           coord.time_to_stop().count()));
+  if (auto f = coord.failure(); f && hooks.failed) hooks.failed(*f);
   return code;
 }
 

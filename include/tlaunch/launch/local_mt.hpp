@@ -5,6 +5,7 @@
 #include <asio/signal_set.hpp>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "../rpc/runtime.hpp"
@@ -18,14 +19,11 @@
 
 namespace tlaunch::launch {
 
-// Runs the program in this process until it stops; returns the exit code.
-// `started` (if set) is called once every node is constructed and running,
-// before waiting; it receives the runtime (used by the test launch).
-// `publish_stop` (if set) receives a function that stops the program, and an
-// empty function once that one must no longer be called.
+// Runs the program in this process until it stops; returns the exit code. hooks
+// (launcher.hpp): `started` once every node is constructed and running, before waiting
+// (the test launch takes the runtime from it); `publish_stop`, `failed`.
 inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o, output_printer& out,
-                 const std::function<void(tlaunch::detail::runtime&)>& started = {},
-                 const std::function<void(std::function<void()>)>& publish_stop = {}) {
+                        const run_hooks& hooks = {}) {
   refuse_node_env(p.describe(o.replicas), o);
   warn_ignored_resources(p.describe(o.replicas), "local_mt", out);
   {
@@ -91,15 +89,18 @@ inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o
     cv.notify_all();
     if (e || all_done) begin_stop();
   };
-  if (publish_stop) publish_stop(begin_stop);
+  if (hooks.publish_stop) hooks.publish_stop(begin_stop);
   struct unpublish {
     const std::function<void(std::function<void()>)>& f;
     ~unpublish() {
       if (f) f({});
     }
-  } unpublish_on_return{publish_stop};
+  } unpublish_on_return{hooks.publish_stop};
 
-  asio::signal_set signals(rt.io, SIGINT, SIGTERM);
+  // Not made at all without handle_signals: asio restores SIG_DFL, not the caller's
+  // handler, when its last signal_set goes.
+  std::optional<asio::signal_set> signals;
+  if (o.handle_signals) signals.emplace(rt.io, SIGINT, SIGTERM);
   std::function<void(std::error_code, int)> on_signal = [&](std::error_code ec, int sig) {
     if (ec) return;
     {
@@ -112,13 +113,13 @@ inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o
     }
     out.print("launcher", stream::err, "interrupted: stopping every node");
     begin_stop();
-    signals.async_wait(on_signal);
+    signals->async_wait(on_signal);
   };
-  signals.async_wait(on_signal);
+  if (signals) signals->async_wait(on_signal);
 
   rt.start_threads();
   rt.start_runs();
-  if (started) started(rt);
+  if (hooks.started) hooks.started(rt);
   {
     std::unique_lock lk(mu);
     cv.wait(lk, [&] { return life.stopping(); });
@@ -131,13 +132,16 @@ inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o
       std::_Exit(life.exit_code());
     }
   }
-  {
+  if (signals) {
     std::error_code ec;
-    signals.cancel(ec);
+    signals->cancel(ec);
   }
   rt.shutdown();
   life.stopped();
-  if (auto f = life.failure()) out.print("launcher", stream::err, "node " + f->where + " failed: " + f->why);
+  if (auto f = life.failure()) {
+    out.print("launcher", stream::err, "node " + f->where + " failed: " + f->why);
+    if (hooks.failed) hooks.failed(*f);
+  }
   return life.exit_code();
 }
 

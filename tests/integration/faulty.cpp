@@ -14,6 +14,10 @@
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 //   calls N           worker/0 makes N good calls to target.ping, retrying one that fails as
 //                     unavailable (target restarting), then stops the program
+//   outage            worker/0 calls target.ping every 50 ms without a deadline; it logs the
+//                     first failure of a streak ("call failed after N ms: ...") and, at the
+//                     first good call after failures, "calls succeed again" and stops the
+//                     program (tests/netns, benchmarks/fault_bench.py)
 // Further arguments are ignored: tests add a unique marker to find the processes.
 // FAULTY_SLOW_TARGET=SECONDS in the environment: target's constructor sleeps that long, so
 // the workers register and wait for a directory that comes only once target registers.
@@ -138,6 +142,29 @@ struct Worker {
       }
       ctx.log("{} good calls, {} unavailable", n, failed);
       ctx.stop_program();
+    } else if (mode == "outage") {
+      bool failing = false;
+      for (std::int64_t i = 0;; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        try {
+          co_await target.call<&Target::ping>(i);
+          if (failing) {
+            ctx.log("calls succeed again");
+            ctx.stop_program();
+            co_return;
+          }
+          if (i == 0) ctx.log("first call served");
+        } catch (const tlaunch::unavailable& e) {
+          if (!failing)
+            ctx.log("call failed after {} ms: {}",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count(),
+                    e.what());
+          failing = true;
+        }
+        co_await ctx.sleep_for(50ms);
+      }
     } else {
       throw std::invalid_argument("faulty: unknown mode '" + mode + "'");
     }

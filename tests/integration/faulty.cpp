@@ -14,10 +14,11 @@
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 //   calls N           worker/0 makes N good calls to target.ping, retrying one that fails as
 //                     unavailable (target restarting), then stops the program
-//   outage            worker/0 calls target.ping every 50 ms without a deadline; it logs the
-//                     first failure of a streak ("call failed after N ms: ...") and, at the
-//                     first good call after failures, "calls succeed again" and stops the
-//                     program (tests/netns, benchmarks/fault_bench.py)
+//   outage            worker/0 calls target.process_id every 50 ms without a deadline; it
+//                     logs the first failure of a streak ("call failed after N ms: ...")
+//                     and, at the first good call after failures or from another target
+//                     process (a restart), "calls succeed again" and stops the program
+//                     (tests/netns, benchmarks/fault_bench.py)
 // Further arguments are ignored: tests add a unique marker to find the processes.
 // FAULTY_SLOW_TARGET=SECONDS in the environment: target's constructor sleeps that long, so
 // the workers register and wait for a directory that comes only once target registers.
@@ -66,8 +67,9 @@ struct Target {  // a plain service, the probe's good call goes here
       if (++served == std::atoi(n) && fault_now()) std::abort();
     return x + 1;
   }
+  std::int64_t process_id() { return ::getpid(); }
   int served = 0;
-  using rpc = tlaunch::methods<&Target::ping>;
+  using rpc = tlaunch::methods<&Target::ping, &Target::process_id>;
 };
 
 struct Worker {
@@ -144,16 +146,19 @@ struct Worker {
       ctx.stop_program();
     } else if (mode == "outage") {
       bool failing = false;
-      for (std::int64_t i = 0;; ++i) {
+      std::int64_t first_pid = 0;
+      for (;;) {
         auto start = std::chrono::steady_clock::now();
         try {
-          co_await target.call<&Target::ping>(i);
-          if (failing) {
-            ctx.log("calls succeed again");
+          auto pid = co_await target.call<&Target::process_id>();
+          if (first_pid == 0) {
+            first_pid = pid;
+            ctx.log("first call served by pid {}", pid);
+          } else if (failing || pid != first_pid) {
+            ctx.log("calls succeed again (target pid {})", pid);
             ctx.stop_program();
             co_return;
           }
-          if (i == 0) ctx.log("first call served");
         } catch (const tlaunch::unavailable& e) {
           if (!failing)
             ctx.log("call failed after {} ms: {}",

@@ -74,6 +74,7 @@ MaxStartups 100:30:200
 MaxSessions 100
 ClientAliveInterval 1
 ClientAliveCountMax 3
+Subsystem sftp internal-sftp
 LogLevel VERBOSE
 EOF
     ip netns exec "$ns" /usr/sbin/sshd -D -e -f "$DIR/host$i/sshd_config" \

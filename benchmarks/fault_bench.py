@@ -11,7 +11,8 @@ a few runs measure the time from the fault to the line that names it:
   link down      ip link set down on host 1   -> the same
   partition      nftables drop between hosts 1 and 2 (both still reach the launcher), while
                  worker/0 calls target/0 without a deadline -> "call failed after" (unavailable)
-  healed         the partition removed         -> "calls succeed again"
+  healed         the partition removed --hold seconds after its notice (or after --cap)
+                                              -> "calls succeed again"
 
 Needs root, iproute2, nftables and openssh-server. Sends traffic only to the lab's own
 addresses (10.214.N.0/24, on a bridge it creates) and removes everything it made.
@@ -151,7 +152,7 @@ class Launch:
         self.p.wait()
 
 
-def one_run(lab, faulty, fault, extra, cap):
+def one_run(lab, faulty, fault, extra, cap, hold):
     """Seconds from the fault to its detection for one run: {fault: seconds or None}."""
     mode = "outage" if fault == "partition" else "idle"
     launch = Launch(lab, faulty, mode, extra)
@@ -179,6 +180,7 @@ def one_run(lab, faulty, fault, extra, cap):
             lab.partition(1, 2)
             t = launch.wait_line(r"call failed after", cap, t0)
             out["partition"] = None if t is None else t - t0
+            time.sleep(hold)  # a partition that lasts: callers keep dialing into it
             t1 = time.monotonic()
             lab.heal()
             t = launch.wait_line(r"calls succeed again", cap, t1)
@@ -207,6 +209,8 @@ def main():
     ap.add_argument("--heartbeat", type=float, default=0.5, help="the --heartbeat to compare")
     ap.add_argument("--runs", type=int, default=3, help="runs per fault and setting")
     ap.add_argument("--cap", type=float, default=10.0, help="seconds to wait for a detection")
+    ap.add_argument("--hold", type=float, default=5.0,
+                    help="seconds the partition lasts after its notice")
     ap.add_argument("--faults", default=",".join(k for k in TARGETS if k != "healed"),
                     help="comma-separated subset of: stopped node,killed node,link down,partition")
     a = ap.parse_args()
@@ -220,7 +224,7 @@ def main():
         for name, extra in settings:
             for fault in faults:
                 for run in range(a.runs):
-                    got = one_run(lab, os.path.abspath(a.faulty), fault, extra, a.cap)
+                    got = one_run(lab, os.path.abspath(a.faulty), fault, extra, a.cap, a.hold)
                     for k, v in got.items():
                         results.setdefault((name, k), []).append(v)
                     print(f"{name:>16} {fault:<13} run {run + 1}: " +

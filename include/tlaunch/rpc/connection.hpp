@@ -431,12 +431,14 @@ class connection : public std::enable_shared_from_this<connection> {
         });
   }
 
-  // With heartbeats, a TCP connect unanswered for one interval is given up (its calls fail
-  // as unavailable, the next call dials afresh): a SYN sent into a partition is otherwise
-  // retried by the kernel at growing intervals (1, 3, 7, 15 s...), and calls would wait
-  // that long after the partition heals. Uses the acceptor's handshake timer.
+  // With heartbeats, a TCP connect unanswered for three intervals is given up (its calls
+  // fail as unavailable, the next call dials afresh): a SYN sent into a partition is
+  // otherwise retried by the kernel at growing intervals (1, 3, 7, 15 s... after the
+  // connect began), and calls would wait that long after the partition heals. Three
+  // intervals, not one: a connect that lost one SYN (retried at 1 s) still succeeds.
+  // Uses the acceptor's handshake timer.
   void arm_connect_deadline(const std::string& address) {
-    const auto limit = cfg_->heartbeat;
+    const auto limit = cfg_->heartbeat * silent_intervals;
     if (limit.count() <= 0) return;
     std::lock_guard lk(mu_);
     if (closed_ || connected_) return;

@@ -120,12 +120,12 @@ struct lab {
         TLAUNCH_FAULTY_EXE,
         "--launch=ssh",
         fmt::format("--hosts=root@{},root@{},root@{}", addr(1), addr(2), addr(3)),
-        "--ssh-identity=" + dir + "/id_ed25519",
-        "--known-hosts=" + dir + "/known_hosts",
+        fmt::format("--ssh-identity={}/id_ed25519", dir),
+        fmt::format("--known-hosts={}/known_hosts", dir),
         "--place",
-        "worker=" + addr(1) + "," + addr(3),
+        fmt::format("worker={},{}", addr(1), addr(3)),
         "--place",
-        "target=" + addr(2),
+        fmt::format("target={}", addr(2)),
         "--grace=2"};
     a.insert(a.end(), extra.begin(), extra.end());
     a.push_back("--");
@@ -179,7 +179,7 @@ struct lab {
   // The PID of node `role` ("worker/0") in host i's namespace, or 0.
   pid_t node_pid(int i, const std::string& role) const {
     for (pid_t p : leftovers(i))
-      if (it::cmdline(p).find("--tlaunch-role=" + role + " ") != std::string::npos) return p;
+      if (it::cmdline(p).find(fmt::format("--tlaunch-role={} ", role)) != std::string::npos) return p;
     return 0;
   }
 };

@@ -452,7 +452,9 @@ class connection : public std::enable_shared_from_this<connection> {
         std::lock_guard lk(self->mu_);
         if (self->closed_ || self->connected_) return;
       }
-      self->close("cannot connect to " + address + ": no answer within " + fmt_seconds(limit));
+      std::string why = "cannot connect to ";
+      why.append(address).append(": no answer within ").append(fmt_seconds(limit));
+      self->close(why);
     });
   }
 

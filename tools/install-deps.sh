@@ -6,6 +6,7 @@ packages=(
   g++ clang cmake ninja-build meson pkg-config
   libasio-dev libcereal-dev libssh-dev libssl-dev libfmt-dev doctest-dev
   openssh-server openssh-client procps python3 python3-yaml
+  iproute2 nftables
   slurm-wlm munge tmux
 )
 

@@ -17,6 +17,12 @@
 //   colocation        every worker calls target.pid_of once and logs "colocation index=I
 //                     pid=P target_pid=T saves=S" (S: how often its argument was serialized),
 //                     then ends (tests of --colocate)
+//   outage            worker/0 calls target.process_id every 50 ms without a deadline; it
+//                     logs the first failure of a streak ("call failed after N ms: ...")
+//                     and, at the first good call after failures, from another target
+//                     process (a restart) or that took 1 s or more (a call that waited out
+//                     an outage), "calls succeed again" and stops the program
+//                     (tests/netns, benchmarks/fault_bench.py)
 // Further arguments are ignored: tests add a unique marker to find the processes.
 // FAULTY_SLOW_TARGET=SECONDS in the environment: target's constructor sleeps that long, so
 // the workers register and wait for a directory that comes only once target registers.
@@ -82,8 +88,9 @@ struct Target {  // a plain service, the probe's good call goes here
     return x + 1;
   }
   std::int64_t pid_of(counted c) { return c.value == 0 ? -1 : ::getpid(); }
+  std::int64_t process_id() { return ::getpid(); }
   int served = 0;
-  using rpc = tlaunch::methods<&Target::ping, &Target::pid_of>;
+  using rpc = tlaunch::methods<&Target::ping, &Target::pid_of, &Target::process_id>;
 };
 
 struct Worker {
@@ -165,6 +172,36 @@ struct Worker {
       }
       ctx.log("{} good calls, {} unavailable", n, failed);
       ctx.stop_program();
+    } else if (mode == "outage") {
+      bool failing = false;
+      std::int64_t first_pid = 0;
+      for (;;) {
+        auto start = std::chrono::steady_clock::now();
+        try {
+          auto pid = co_await target.call<&Target::process_id>();
+          if (first_pid == 0) {
+            first_pid = pid;
+            ctx.log("first call served by pid {}", pid);
+          } else if (failing || pid != first_pid ||
+                     std::chrono::steady_clock::now() - start >= 1s) {
+            ctx.log("calls succeed again (target pid {}, this call took {} ms)", pid,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
+            ctx.stop_program();
+            co_return;
+          }
+        } catch (const tlaunch::unavailable& e) {
+          if (!failing)
+            ctx.log("call failed after {} ms: {}",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count(),
+                    e.what());
+          failing = true;
+        }
+        co_await ctx.sleep_for(50ms);
+      }
     } else {
       throw std::invalid_argument("faulty: unknown mode '" + mode + "'");
     }

@@ -488,7 +488,14 @@ class coordinator final : public rpc::connection_sink {
   // A node failed (see lifecycle.hpp for what counts); a failure that counts stops the
   // program, if it is not stopping already.
   void fail(const std::string& where, const std::string& why, fault f) {
-    if (life_.fail(where, why, f)) stop_all();
+    bool first = !life_.stopping();
+    if (!life_.fail(where, why, f)) return;
+    // Named at once: stopping may take the grace period, or for a host cut off its SSH
+    // session's timeout; report() repeats it at the end with the node's last lines.
+    if (first)
+      out_.print("launcher", stream::err,
+                 fmt::format("node {} failed: {}; stopping every node", where, why));
+    stop_all();
   }
 
   void send_stop(slot& s) {

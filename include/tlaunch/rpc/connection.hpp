@@ -413,6 +413,7 @@ class connection : public std::enable_shared_from_this<connection> {
         [self = shared_from_this(), resolver, address](std::error_code ec,
                                                        tcp::resolver::results_type results) {
           if (ec) return self->close("cannot resolve " + address + ": " + ec.message());
+          self->arm_connect_deadline(address);
           asio::async_connect(self->socket_, results,
                               [self, address](std::error_code ec, const tcp::endpoint&) {
                                 if (ec)
@@ -422,11 +423,39 @@ class connection : public std::enable_shared_from_this<connection> {
                                 {
                                   std::lock_guard lk(self->mu_);
                                   self->connected_ = true;
+                                  self->end_unauthenticated_locked();  // the connect deadline
                                 }
                                 self->send_handshake(self->handshake_.hello());
                                 self->start_read();
                               });
         });
+  }
+
+  // With heartbeats, a TCP connect unanswered for three intervals is given up (its calls
+  // fail as unavailable, the next call dials afresh): a SYN sent into a partition is
+  // otherwise retried by the kernel at growing intervals (1, 3, 7, 15 s... after the
+  // connect began), and calls would wait that long after the partition heals. Three
+  // intervals, not one: a connect that lost one SYN (retried at 1 s) still succeeds.
+  // Uses the acceptor's handshake timer.
+  void arm_connect_deadline(const std::string& address) {
+    const auto limit = cfg_->heartbeat * silent_intervals;
+    if (limit.count() <= 0) return;
+    std::lock_guard lk(mu_);
+    if (closed_ || connected_) return;
+    deadline_armed_ = true;
+    handshake_deadline_.expires_after(limit);
+    handshake_deadline_.async_wait([weak = weak_from_this(), limit, address](std::error_code ec) {
+      if (ec) return;
+      auto self = weak.lock();
+      if (!self) return;
+      {
+        std::lock_guard lk(self->mu_);
+        if (self->closed_ || self->connected_) return;
+      }
+      std::string why = "cannot connect to ";
+      why.append(address).append(": no answer within ").append(fmt_seconds(limit));
+      self->close(why);
+    });
   }
 
   void configure_socket() {

@@ -1,7 +1,10 @@
 // Calls through handles, the way a user writes them, on both paths: direct
 // (local_mt) and over the wire (local_mt with force_wire, loopback TCP).
-// rpc::test_counters::polled_reads shows which path a read took.
+// rpc::test_counters::polled_reads shows which path a read took (linked to the compiled
+// library, which the build then compiles with TLAUNCH_TEST_COUNTERS too).
+#ifndef TLAUNCH_TEST_COUNTERS
 #define TLAUNCH_TEST_COUNTERS
+#endif
 #include <doctest/doctest.h>
 
 #include <asio/experimental/awaitable_operators.hpp>

@@ -120,122 +120,46 @@ class connection : public std::enable_shared_from_this<connection> {
   // Starts connecting to "host:port"; calls may be queued at once.
   static std::shared_ptr<connection> connect(asio::io_context& io, const std::string& address,
                                              std::shared_ptr<const connection_config> cfg,
-                                             connection_sink* sink) {
-    auto c = std::shared_ptr<connection>(new connection(tcp::socket(io), side::connector, std::move(cfg), sink));
-    c->peer_address_ = address;
-    c->start_connect(address);
-    return c;
-  }
+                                             connection_sink* sink);
 
   // Takes an accepted socket and waits for the peer's hello. Returns null (the
   // socket closed, a line logged) when cfg->max_unauthenticated accepted
   // connections are still in their hello exchange.
   static std::shared_ptr<connection> accept(tcp::socket s,
                                             std::shared_ptr<const connection_config> cfg,
-                                            connection_sink* sink) {
-    std::error_code ec;
-    auto ep = s.remote_endpoint(ec);
-    std::string peer = ec ? std::string("(unknown)")
-                          : ep.address().to_string() + ":" + std::to_string(ep.port());
-    if (cfg->unauthenticated->fetch_add(1) >= cfg->max_unauthenticated) {
-      cfg->unauthenticated->fetch_sub(1);
-      log_bad_peer(*cfg, *sink, "too many unauthenticated",
-                   "closing connection from " + peer + " at once: " +
-                       std::to_string(cfg->max_unauthenticated) +
-                       " connections have not completed their hello exchange yet");
-      s.close(ec);
-      return nullptr;
-    }
-    auto c = std::shared_ptr<connection>(new connection(std::move(s), side::acceptor, std::move(cfg), sink));
-    c->counted_unauthenticated_ = true;
-    c->peer_address_ = std::move(peer);
-    c->configure_socket();
-    c->arm_handshake_deadline();
-    c->start_read();
-    return c;
-  }
+                                            connection_sink* sink);
 
   // The peer's listen address as it announced it (acceptor) or as dialled (connector).
-  std::string peer_listen_address() const {
-    std::lock_guard lk(mu_);
-    return peer_listen_.empty() ? peer_address_ : peer_listen_;
-  }
-  std::string peer_name() const {
-    std::lock_guard lk(mu_);
-    return peer_name_.empty() ? peer_address_ : peer_name_;
-  }
+  std::string peer_listen_address() const;
+  std::string peer_name() const;
   std::string peer_address() const { return peer_address_; }
   // Our address on this connection, as the peer sees it.
-  std::string local_ip() const {
-    std::error_code ec;
-    auto ep = socket_.local_endpoint(ec);
-    return ec ? std::string() : ep.address().to_string();
-  }
+  std::string local_ip() const;
   bool closed() const { return closed_seen_.load(std::memory_order_acquire); }
-  bool ready() const {
-    std::lock_guard lk(mu_);
-    return ready_;
-  }
+  bool ready() const;
 
   // Registers a pending call and queues its frame; the frame's call id is set here.
   // If the connection is closed, the call fails at once.
   std::uint64_t start_call(wire::frame_buffer&& f, wire::frame_header h,
-                           std::shared_ptr<pending_call> p) {
-    return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
-      f.seal(sealed);
-      out_.push(std::move(f));
-    });
-  }
+                           std::shared_ptr<pending_call> p);
 
   // The same for a frame built on the stack (wire::make_small_frame): header
   // room, then the payload. It is sealed here and copied into the write queue.
   std::uint64_t start_call(std::span<char> frame, wire::frame_header h,
-                           std::shared_ptr<pending_call> p) {
-    return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
-      seal_small(frame, sealed);
-      out_.push_bytes(frame);
-    });
-  }
+                           std::shared_ptr<pending_call> p);
 
   // Forgets a pending call (deadline or cancellation) and tells the peer.
   // Returns the pending call if it was still waiting.
-  std::shared_ptr<pending_call> abandon_call(std::uint64_t call_id) {
-    std::unique_lock lk(mu_);
-    auto p = calls_.take(call_id);
-    if (!p) return nullptr;
-    if (!closed_) {
-      auto f = wire::make_small_frame();
-      seal_small(f.span(), {.type = wire::kind::cancel, .call_id = call_id});
-      out_.push_bytes(f.span());
-      kick_locked(lk);
-    }
-    return p;
-  }
+  std::shared_ptr<pending_call> abandon_call(std::uint64_t call_id);
 
   // Queues a frame (reply, control). Dropped if the connection is closed.
-  void send(wire::frame_buffer&& f) {
-    std::unique_lock lk(mu_);
-    if (closed_) return;
-    out_.push(std::move(f));
-    kick_locked(lk);
-  }
+  void send(wire::frame_buffer&& f);
 
   // A reply built on the stack. While a batch of work runs on this thread
   // (deferred_writes::scope), its replies to this connection are gathered and
   // queued together when it ends, under one lock; replies may leave in any
   // order relative to other frames.
-  void send_reply(std::span<char> frame, wire::frame_header h) {
-    seal_small(frame, h);
-    if (deferred_writes::stage(
-            this, [this] { return std::shared_ptr<void>(shared_from_this()); },
-            [](const std::shared_ptr<void>& who, std::span<char> bytes,
-               std::span<std::shared_ptr<void>>) {
-              static_cast<connection*>(who.get())->send_bytes(bytes);
-            },
-            frame))
-      return;
-    send_bytes(frame);
-  }
+  void send_reply(std::span<char> frame, wire::frame_header h);
 
   // A call built on the stack whose id the caller does not need (no deadline,
   // no cancellation). While a batch of work runs on this thread, the batch's
@@ -243,193 +167,51 @@ class connection : public std::enable_shared_from_this<connection> {
   // when it ends, under one lock; any other call to this connection from this
   // thread first flushes them, so calls still leave in the order they were made.
   void start_call_batched(std::span<char> frame, wire::frame_header h,
-                          std::shared_ptr<pending_call> p) {
-    seal_small(frame, h);  // the call id is set when the batch registers it
-    std::shared_ptr<void> extra = std::move(p);
-    if (deferred_writes::stage(
-            &calls_, [this] { return std::shared_ptr<void>(shared_from_this()); },
-            [](const std::shared_ptr<void>& who, std::span<char> bytes,
-               std::span<std::shared_ptr<void>> pendings) {
-              static_cast<connection*>(who.get())->register_calls(bytes, pendings);
-            },
-            frame, &extra))
-      return;
-    start_call(frame, h, std::static_pointer_cast<pending_call>(std::move(extra)));
-  }
+                          std::shared_ptr<pending_call> p);
 
   // Closes with a reason; pending calls fail as unavailable.
-  void close(const std::string& reason) {
-    std::unique_lock lk(mu_);
-    close_locked(lk, reason);
-  }
+  void close(const std::string& reason);
 
   // A coroutine method serving call_id of this connection; a cancel frame for
   // it runs `cancel`. Unregistered when the method completes.
-  void register_running(std::uint64_t call_id, std::function<void()> cancel) {
-    std::lock_guard lk(mu_);
-    calls_.add_running(call_id, std::move(cancel));
-  }
-  void unregister_running(std::uint64_t call_id) {
-    std::lock_guard lk(mu_);
-    calls_.remove_running(call_id);
-  }
+  void register_running(std::uint64_t call_id, std::function<void()> cancel);
+  void unregister_running(std::uint64_t call_id);
 
-  std::size_t pending_count() const {
-    std::lock_guard lk(mu_);
-    return calls_.size();
-  }
+  std::size_t pending_count() const;
 
  private:
   connection(tcp::socket s, side sd, std::shared_ptr<const connection_config> cfg,
-             connection_sink* sink)
-      : socket_(std::move(s)),
-        side_(sd),
-        cfg_(std::move(cfg)),
-        sink_(sink),
-        handshake_deadline_(socket_.get_executor()),
-        heartbeat_(socket_.get_executor()),
-        handshake_(sd, *cfg_, fresh_nonce()) {
-    // Until the peer has proven the secret, it gets a small read buffer.
-    reader_.set_min_buffer(handshake::buffer_size);
-  }
+             connection_sink* sink);
 
   // Lines about peers that misbehave: one per reason per interval, with a count.
   static void log_bad_peer(const connection_config& cfg, connection_sink& sink,
-                           std::string_view reason, const std::string& line) {
-    if (!cfg.bad_peer_log) return sink.log(line);
-    if (auto l = cfg.bad_peer_log->admit(reason, line)) sink.log(*l);
-  }
-  void log_bad_peer(std::string_view reason, const std::string& line) {
-    log_bad_peer(*cfg_, *sink_, reason, line);
-  }
+                           std::string_view reason, const std::string& line);
+  void log_bad_peer(std::string_view reason, const std::string& line);
 
   // Closes an accepted connection unless its hello exchange completes in time.
   // Only the acceptor's: a connector may wait long and rightly for a busy
   // listener (a launcher still starting nodes answers once it is done). The
   // timer keeps no reference: a connection that goes away cancels it.
-  void arm_handshake_deadline() {
-    const auto limit = cfg_->handshake_timeout;
-    if (limit.count() <= 0) return;
-    std::lock_guard lk(mu_);
-    if (closed_ || ready_) return;
-    deadline_armed_ = true;
-    handshake_deadline_.expires_after(limit);
-    handshake_deadline_.async_wait([weak = weak_from_this(), limit](std::error_code ec) {
-      if (ec) return;
-      auto self = weak.lock();
-      if (!self) return;
-      {
-        std::lock_guard lk(self->mu_);
-        if (self->closed_ || self->ready_) return;
-      }
-      std::string secs = fmt_seconds(limit);
-      self->log_bad_peer("handshake deadline", "closing connection from " + self->peer_address_ +
-                                                   ": no complete hello exchange within " + secs);
-      self->close("the hello exchange with " + self->peer_address_ + " did not complete within " +
-                  secs);
-    });
-  }
-  static std::string fmt_seconds(std::chrono::milliseconds d) {
-    auto ms = d.count();
-    std::string s = std::to_string(ms / 1000);
-    if (ms % 1000) {
-      char frac[8];
-      std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms % 1000));
-      s += frac;
-      while (s.back() == '0') s.pop_back();
-    }
-    return s + " s";
-  }
+  void arm_handshake_deadline();
+  static std::string fmt_seconds(std::chrono::milliseconds d);
   // ----- heartbeats -------------------------------------------------------------
 
   static constexpr int silent_intervals = 3;  // without a byte read: the peer is gone
 
   // Under the lock: the next heartbeat tick. The timer keeps no reference.
-  void arm_heartbeat_locked() {
-    const auto interval = cfg_->heartbeat;
-    if (interval.count() <= 0 || closed_) return;
-    heartbeat_armed_ = true;
-    heartbeat_.expires_after(interval);
-    heartbeat_.async_wait([weak = weak_from_this()](std::error_code ec) {
-      if (ec) return;
-      if (auto self = weak.lock()) self->heartbeat_tick();
-    });
-  }
+  void arm_heartbeat_locked();
 
   // Sends a ping; closes the connection when nothing came for silent_intervals.
-  void heartbeat_tick() {
-    const auto reads = reads_.load(std::memory_order_relaxed);
-    silent_ticks_ = reads == reads_at_tick_ ? silent_ticks_ + 1 : 0;
-    reads_at_tick_ = reads;
-    if (silent_ticks_ >= silent_intervals) {
-      close("no bytes from " + peer_name() + " for " +
-            fmt_seconds(cfg_->heartbeat * silent_intervals) + ": it stopped answering");
-      return;
-    }
-    auto f = wire::make_small_frame();
-    seal_small(f.span(), {.type = wire::kind::ping});
-    std::unique_lock lk(mu_);
-    if (closed_) return;
-    out_.push_bytes(f.span());
-    kick_locked(lk);  // may unlock
-    if (!lk.owns_lock()) lk.lock();
-    arm_heartbeat_locked();
-  }
+  void heartbeat_tick();
 
   // Under the lock, when the exchange completed or the connection closed.
-  void end_unauthenticated_locked() {
-    if (deadline_armed_) {
-      deadline_armed_ = false;
-      handshake_deadline_.cancel();
-    }
-    if (counted_unauthenticated_) {
-      counted_unauthenticated_ = false;
-      cfg_->unauthenticated->fetch_sub(1);
-    }
-  }
+  void end_unauthenticated_locked();
 
-  static handshake::nonce fresh_nonce() {
-    auto n = tlaunch::detail::random_secret();
-    handshake::nonce out;
-    std::memcpy(out.data(), n.data(), out.size());
-    return out;
-  }
+  static handshake::nonce fresh_nonce();
 
   // ----- connect and hello ---------------------------------------------------
 
-  void start_connect(const std::string& address) {
-    auto colon = address.rfind(':');
-    if (colon == std::string::npos) {
-      asio::post(socket_.get_executor(), [self = shared_from_this(), address] {
-        self->close("bad address '" + address + "' (want host:port)");
-      });
-      return;
-    }
-    std::string host = address.substr(0, colon), port = address.substr(colon + 1);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    auto resolver = std::make_shared<tcp::resolver>(socket_.get_executor());
-    resolver->async_resolve(
-        host, port,
-        [self = shared_from_this(), resolver, address](std::error_code ec,
-                                                       tcp::resolver::results_type results) {
-          if (ec) return self->close("cannot resolve " + address + ": " + ec.message());
-          self->arm_connect_deadline(address);
-          asio::async_connect(self->socket_, results,
-                              [self, address](std::error_code ec, const tcp::endpoint&) {
-                                if (ec)
-                                  return self->close("cannot connect to " + address + ": " +
-                                                     ec.message());
-                                self->configure_socket();
-                                {
-                                  std::lock_guard lk(self->mu_);
-                                  self->connected_ = true;
-                                  self->end_unauthenticated_locked();  // the connect deadline
-                                }
-                                self->send_handshake(self->handshake_.hello());
-                                self->start_read();
-                              });
-        });
-  }
+  void start_connect(const std::string& address);
 
   // With heartbeats, a TCP connect unanswered for three intervals is given up (its calls
   // fail as unavailable, the next call dials afresh): a SYN sent into a partition is
@@ -437,103 +219,19 @@ class connection : public std::enable_shared_from_this<connection> {
   // connect began), and calls would wait that long after the partition heals. Three
   // intervals, not one: a connect that lost one SYN (retried at 1 s) still succeeds.
   // Uses the acceptor's handshake timer.
-  void arm_connect_deadline(const std::string& address) {
-    const auto limit = cfg_->heartbeat * silent_intervals;
-    if (limit.count() <= 0) return;
-    std::lock_guard lk(mu_);
-    if (closed_ || connected_) return;
-    deadline_armed_ = true;
-    handshake_deadline_.expires_after(limit);
-    handshake_deadline_.async_wait([weak = weak_from_this(), limit, address](std::error_code ec) {
-      if (ec) return;
-      auto self = weak.lock();
-      if (!self) return;
-      {
-        std::lock_guard lk(self->mu_);
-        if (self->closed_ || self->connected_) return;
-      }
-      std::string why = "cannot connect to ";
-      why.append(address).append(": no answer within ").append(fmt_seconds(limit));
-      self->close(why);
-    });
-  }
+  void arm_connect_deadline(const std::string& address);
 
-  void configure_socket() {
-    std::error_code ec;
-    socket_.set_option(tcp::no_delay(true), ec);
-    socket_.set_option(asio::socket_base::keep_alive(true), ec);
-    int fd = socket_.native_handle();
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // never inherited by node processes
-    int idle = 10, intvl = 5, cnt = 3;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    if (cfg_->heartbeat.count() > 0) {
-      // Data the peer does not acknowledge for as long fails the connection too.
-      unsigned user_timeout = static_cast<unsigned>(cfg_->heartbeat.count() * silent_intervals);
-      ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
-    }
-    socket_.non_blocking(true, ec);
-  }
+  void configure_socket();
 
-  void send_handshake(wire::frame_buffer&& f) {
-    std::unique_lock lk(mu_);
-    if (closed_) return;
-    pre_.push_whole(std::move(f));
-    kick_locked(lk);
-  }
+  void send_handshake(wire::frame_buffer&& f);
 
   // Sends a refusal, then closes.
-  void refuse(const std::string& reason) {
-    log_bad_peer("refused: " + reason, "refusing connection from " + peer_address_ + ": " + reason);
-    auto f = handshake::refusal(reason);
-    std::unique_lock lk(mu_);
-    if (closed_) return;
-    if (!writing_) {  // best effort: the reason reaches the peer before the close
-      std::error_code ec;
-      auto b = f.bytes();
-      socket_.write_some(asio::buffer(b.data(), b.size()), ec);
-    }
-    close_locked(lk, "refused: " + reason);
-  }
+  void refuse(const std::string& reason);
 
   // A frame of the hello exchange; returns false if the connection was closed.
-  bool handle_handshake(const wire::frame_header& h, std::span<const char> payload) {
-    auto step = handshake_.on_frame(h, payload);
-    if (step.learned_peer) {
-      std::lock_guard lk(mu_);
-      peer_listen_ = handshake_.peer_listen();
-      peer_name_ = handshake_.peer_name();
-    }
-    switch (step.what) {
-      case handshake::outcome::peer_refused:
-        close(peer_address_ + " refused the connection: " + step.reason);
-        return false;
-      case handshake::outcome::refuse:
-        refuse(step.reason);
-        return false;
-      case handshake::outcome::wait:
-      case handshake::outcome::ready:
-        break;
-    }
-    if (step.reply) send_handshake(std::move(*step.reply));
-    if (step.what == handshake::outcome::ready) {
-      reader_.set_min_buffer(frame_reader::initial_buffer);  // the reader's own thread
-      become_ready();
-    }
-    return true;
-  }
+  bool handle_handshake(const wire::frame_header& h, std::span<const char> payload);
 
-  void become_ready() {
-    {
-      std::unique_lock lk(mu_);
-      ready_ = true;
-      end_unauthenticated_locked();
-      arm_heartbeat_locked();
-      kick_locked(lk);
-    }
-    sink_->on_ready(shared_from_this());
-  }
+  void become_ready();
 
   // ----- writing ---------------------------------------------------------------
 
@@ -541,21 +239,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // io thread the write is posted, so every frame queued by the running handler
   // (a burst of async calls, the replies of one read) goes out in one write;
   // from any other thread it is written at once.
-  void kick_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk) {
-    if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) return;
-    if (side_ == side::connector && !connected_) return;
-    writing_ = true;
-    lk.unlock();
-    if (current_runtime_thread == nullptr) return write_loop();
-    // On the only io thread, a batch of work that is running writes when it is
-    // done (the posted write would have waited for it anyway).
-    if (single_io_thread() &&
-        deferred_writes::defer(shared_from_this(), [](const std::shared_ptr<void>& self) {
-          static_cast<connection*>(self.get())->write_loop();
-        }))
-      return;
-    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
-  }
+  void kick_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk);
 
   // Under the lock: gives the call its id, registers it and queues its frame
   // with enqueue(header), or fails it when the connection is closed.
@@ -580,33 +264,10 @@ class connection : public std::enable_shared_from_this<connection> {
   // Registers a batch's calls (frames side by side, each with its pending
   // call) under one lock: ids in order, written into the frames, which are
   // queued as one piece. When the connection is closed they fail at once.
-  void register_calls(std::span<char> frames, std::span<std::shared_ptr<void>> pendings) {
-    std::unique_lock lk(mu_);
-    if (closed_) {
-      std::string why = close_reason_;
-      lk.unlock();
-      for (auto& p : pendings) static_cast<pending_call*>(p.get())->fail_unavailable(why);
-      return;
-    }
-    std::size_t at = 0;
-    for (auto& p : pendings) {
-      char* f = frames.data() + at;
-      const std::uint64_t id = calls_.next_id();
-      wire::store_call_id(f, id);
-      at += wire::header_size + wire::detail::get32(reinterpret_cast<const unsigned char*>(f));
-      calls_.insert(id, std::static_pointer_cast<pending_call>(std::move(p)));
-    }
-    out_.push_bytes(frames.first(at));
-    kick_locked(lk);
-  }
+  void register_calls(std::span<char> frames, std::span<std::shared_ptr<void>> pendings);
 
   // Queues whole frames' bytes by copying them; dropped if closed.
-  void send_bytes(std::span<const char> bytes) {
-    std::unique_lock lk(mu_);
-    if (closed_) return;
-    out_.push_bytes(bytes);
-    kick_locked(lk);
-  }
+  void send_bytes(std::span<const char> bytes);
 
   static void seal_small(std::span<char> frame, wire::frame_header h) {
     h.size = static_cast<std::uint32_t>(frame.size() - wire::header_size);
@@ -614,138 +275,37 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   // Moves everything sendable into the writer's batch; false when there is nothing.
-  bool refill_batch_locked() {
-    writer_.take(pre_);
-    if (ready_) writer_.take(out_);
-    return !writer_.done();
-  }
+  bool refill_batch_locked();
 
-  void write_loop() {
-    for (;;) {
-      if (writer_.done()) {
-        writer_.recycle_written();
-        std::unique_lock lk(mu_);
-        if (closed_ || !refill_batch_locked()) {
-          writing_ = false;
-          writer_.clear();
-          if (closed_) finish_close_locked(lk);
-          return;
-        }
-      }
-      const auto& gather = writer_.gather();
-      std::error_code ec;
-      std::size_t n = socket_.write_some(gather, ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        // gather stays valid: the writer is untouched until this completes.
-        socket_.async_write_some(gather, [self = shared_from_this()](std::error_code ec,
-                                                                     std::size_t n) {
-          if (ec) return self->write_failed(ec);
-          self->writer_.advance(n);
-          self->write_loop();
-        });
-        return;
-      }
-      if (ec) return write_failed(ec);
-      writer_.advance(n);
-    }
-  }
+  void write_loop();
 
-  void write_failed(std::error_code ec) {
-    std::unique_lock lk(mu_);
-    writing_ = false;
-    writer_.clear();
-    close_locked(lk, "write to " + peer_name_locked() + " failed: " + ec.message());
-  }
+  void write_failed(std::error_code ec);
 
   // ----- reading -----------------------------------------------------------------
 
-  void start_read() {
-    {
-      std::lock_guard lk(mu_);
-      if (closed_) return;
-      reading_ = true;
-    }
-    read_more();
-  }
+  void start_read();
 
   std::int64_t busy_poll_us() const {
     return cfg_->busy_poll_us ? cfg_->busy_poll_us->load(std::memory_order_relaxed) : 0;
   }
 
-  void read_more() {
-    if (busy_poll_us() > 0) {
-      // Polling: the bytes are read as soon as they are there, with one syscall,
-      // where the reactor would take two (epoll_wait, then the read) and another
-      // read that finds nothing after each message.
-      asio::post(socket_.get_executor(),
-                 [self = std::shared_ptr<void>(shared_from_this()),
-                  since = std::chrono::steady_clock::now()]() mutable {
-                   static_cast<connection*>(self.get())->poll_read(std::move(self), since);
-                 });
-      return;
-    }
-    async_read();
-  }
+  void read_more();
 
-  void async_read() {
-    socket_.async_read_some(reader_.prepare(), [self = std::shared_ptr<void>(shared_from_this())](
-                                               std::error_code ec, std::size_t n) mutable {
-      static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
-    });
-  }
+  void async_read();
 
   // A handler of the polling read: a few non-blocking reads, then other handlers
   // (and the reactor) get a turn before the next. When nothing came for as long as
   // the process polls (read again each turn, so a change counts at once), the wait
   // goes to the reactor. since: when the previous read ended.
-  void poll_read(std::shared_ptr<void> self, std::chrono::steady_clock::time_point since) {
-    static constexpr int reads_per_turn = 4;
-    for (int i = 0; i < reads_per_turn; ++i) {
-      std::error_code ec;
-      std::size_t n = socket_.read_some(reader_.prepare(), ec);  // the socket is non-blocking
-      if (ec != asio::error::would_block && ec != asio::error::try_again) {
-#ifdef TLAUNCH_TEST_COUNTERS
-        if (!ec) test_counters::polled_reads.fetch_add(1, std::memory_order_relaxed);
-#endif
-        on_read(std::move(self), ec, n);
-        return;
-      }
-    }
-    const auto spin = busy_poll_us();
-    if (spin <= 0 || std::chrono::steady_clock::now() - since >= std::chrono::microseconds(spin)) {
-      async_read();
-      return;
-    }
-    asio::post(socket_.get_executor(), [self = std::move(self), since]() mutable {
-      static_cast<connection*>(self.get())->poll_read(std::move(self), since);
-    });
-  }
+  void poll_read(std::shared_ptr<void> self, std::chrono::steady_clock::time_point since);
 
   // A large frame, read into a buffer of its own: its payload views may keep
   // that buffer (frame_header::payload_owner) after the frame.
   // Returns false when the connection must stop reading.
-  bool finish_big_frame() {
-    auto frame = reader_.take_big_frame();
-    wire::frame_header header = frame.header;
-    header.payload_owner = &frame.owner;
-    return handle_frame(header, frame.payload());
-  }
+  bool finish_big_frame();
 
   // self: this connection, kept by the read that completed.
-  void on_read(std::shared_ptr<void> self, std::error_code ec, std::size_t n) {
-    bool more;
-    {
-      deferred_writes::scope writes;  // what this read causes to be sent, in one write
-      {
-        // What this read's frames post goes out once per executor, before the
-        // next read starts (it may complete on another io thread). Each group
-        // keeps the connection, so the calls in it need no reference each.
-        batch_collector::scope batch(read_batch_, single_io_thread(), &self);
-        more = handle_read(ec, n);
-      }
-    }
-    if (more) read_more();
-  }
+  void on_read(std::shared_ptr<void> self, std::error_code ec, std::size_t n);
 
   // On the only thread that runs this io_context.
   bool single_io_thread() const {
@@ -753,75 +313,7 @@ class connection : public std::enable_shared_from_this<connection> {
   }
 
   // Returns whether to read on.
-  bool handle_read(std::error_code ec, std::size_t n) {
-    if (ec) {
-      read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
-                                                       : "read from " + peer_name() +
-                                                             " failed: " + ec.message());
-      return false;
-    }
-    reader_.commit(n);
-    // Only this thread writes it: a plain store, no read-modify-write on every read.
-    reads_.store(reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (reader_.in_big_frame()) {
-      if (!reader_.big_frame_done()) return true;
-      if (!finish_big_frame()) {
-        read_stopped("");
-        return false;
-      }
-      return after_frames();
-    }
-    // Replies in a row are completed together: their pending calls are taken
-    // under one lock. They are completed before any other frame is handled and
-    // before the buffer may move, so order and payloads stay as they were.
-    reply_run replies;
-    // A read that left room took everything the kernel had; one that filled
-    // the buffer is parsed first and continued by the next read.
-    frame_reader::frame f;
-    for (;;) {
-      // Until the peer has proven the secret, its frames are no larger than a hello.
-      const bool ready = handshake_.ready();
-      const std::uint32_t limit =
-          ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, handshake::max_frame);
-      const auto got = reader_.next(limit, f);
-      if (got == frame_reader::status::frame) [[likely]] {
-        if (ready) {
-          if (f.header.type == wire::kind::reply || f.header.type == wire::kind::error_reply) {
-            replies.frames[replies.count++] = {f.header, f.payload};
-            if (replies.count == reply_run::capacity) complete_replies(replies);
-            continue;
-          }
-          if (f.header.type == wire::kind::call) {  // the common frame: straight to the sink
-            if (replies.count) complete_replies(replies);
-            sink_->on_call(*this, f.header, f.payload);
-            continue;
-          }
-        }
-        complete_replies(replies);
-        if (!handle_frame(f.header, f.payload)) {
-          read_stopped("");
-          return false;
-        }
-        continue;
-      }
-      if (got == frame_reader::status::malformed) [[unlikely]] {
-        auto problem = reader_.problem(cfg_->max_frame);
-        if (problem.empty())  // within max_frame, too large for the hello exchange
-          problem = reader_.problem(limit) + " before the hello exchange completed";
-        log_bad_peer("malformed: " + problem,
-                     "closing connection from " + peer_name() + ": malformed frame: " + problem);
-        read_stopped("malformed frame: " + problem);
-        return false;
-      }
-      if (got == frame_reader::status::partial) {
-        complete_replies(replies);
-        reader_.make_room(ready);
-      }
-      break;
-    }
-    complete_replies(replies);
-    return after_frames();
-  }
+  bool handle_read(std::error_code ec, std::size_t n);
 
   struct reply_run {
     static constexpr std::size_t capacity = 32;
@@ -834,115 +326,23 @@ class connection : public std::enable_shared_from_this<connection> {
   };
 
   // Completes the collected replies (a reply whose call was abandoned is dropped).
-  void complete_replies(reply_run& run) {
-    if (run.count == 0) return;
-    std::shared_ptr<pending_call> taken[reply_run::capacity];
-    {
-      std::lock_guard lk(mu_);
-      for (std::size_t i = 0; i < run.count; ++i)
-        taken[i] = calls_.take(run.frames[i].header.call_id);
-    }
-    std::size_t n = std::exchange(run.count, 0);
-    for (std::size_t i = 0; i < n; ++i)
-      if (taken[i]) taken[i]->complete(run.frames[i].header, run.frames[i].payload);
-  }
+  void complete_replies(reply_run& run);
 
   // Returns whether to read on.
-  bool after_frames() {
-    reader_.rewind_if_empty();
-    {
-      std::unique_lock lk(mu_);
-      if (closed_) {
-        reading_ = false;
-        finish_close_locked(lk);
-        return false;
-      }
-    }
-    return true;
-  }
+  bool after_frames();
 
   // Returns false when the connection must stop reading.
-  bool handle_frame(const wire::frame_header& h, std::span<const char> payload) {
-    if (!handshake_.ready()) return handle_handshake(h, payload);
-    switch (h.type) {
-      case wire::kind::call:
-        sink_->on_call(*this, h, payload);
-        return true;
-      case wire::kind::reply:
-      case wire::kind::error_reply: {  // a large one: the others come in runs
-        reply_run one;
-        one.frames[one.count++] = {h, payload};
-        complete_replies(one);
-        return true;
-      }
-      case wire::kind::cancel: {
-        std::function<void()> cancel;
-        {
-          std::lock_guard lk(mu_);
-          cancel = calls_.take_running(h.call_id);
-        }
-        if (cancel) cancel();
-        sink_->on_cancel(shared_from_this(), h.call_id);
-        return true;
-      }
-      case wire::kind::refuse:
-        close(peer_address_ + " refused the connection: " + handshake::refusal_reason(payload));
-        return false;
-      case wire::kind::ping:  // its bytes were counted as they were read
-        return true;
-      case wire::kind::hello:
-      case wire::kind::auth:
-        log_bad_peer("handshake frame after handshake",
-                     "closing connection from " + peer_name() + ": handshake frame after handshake");
-        close("protocol error: handshake frame after handshake");
-        return false;
-      default:
-        sink_->on_control(shared_from_this(), h, payload);
-        return true;
-    }
-  }
+  bool handle_frame(const wire::frame_header& h, std::span<const char> payload);
 
-  void read_stopped(const std::string& reason) {
-    std::unique_lock lk(mu_);
-    reading_ = false;
-    close_locked(lk, reason.empty() ? close_reason_ : reason);
-  }
+  void read_stopped(const std::string& reason);
 
   // ----- closing -----------------------------------------------------------------
 
   std::string peer_name_locked() const { return peer_name_.empty() ? peer_address_ : peer_name_; }
 
-  void close_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk, const std::string& reason) {
-    if (closed_) {
-      finish_close_locked(lk);
-      return;
-    }
-    closed_ = true;
-    closed_seen_.store(true, std::memory_order_release);
-    close_reason_ = reason;
-    end_unauthenticated_locked();
-    if (heartbeat_armed_) {
-      heartbeat_armed_ = false;
-      heartbeat_.cancel();
-    }
-    auto pending = calls_.take_all();
-    pre_.clear();
-    out_.clear();
-    // Wakes a pending read; the socket itself is closed once no operation uses it.
-    ::shutdown(socket_.native_handle(), SHUT_RDWR);
-    finish_close_locked(lk);
-    lk.unlock();
-    for (auto& p : pending) p->fail_unavailable(reason);
-    sink_->on_closed(shared_from_this(), reason);
-    lk.lock();
-  }
+  void close_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk, const std::string& reason);
 
-  void finish_close_locked(std::unique_lock<tlaunch::detail::fast_mutex>&) {
-    if (!closed_ || reading_ || writing_ || socket_closed_) return;
-    socket_closed_ = true;
-    std::error_code ec;
-    socket_.close(ec);
-  }
+  void finish_close_locked(std::unique_lock<tlaunch::detail::fast_mutex>&);
 
   tcp::socket socket_;
   side side_;
@@ -978,3 +378,741 @@ class connection : public std::enable_shared_from_this<connection> {
 };
 
 }  // namespace tlaunch::rpc
+
+// connection's members that are not templates, defined here: inline in every translation
+// unit, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where tlaunch/impl/src.hpp is
+// included (a program's own files then neither parse nor compile them).
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
+#if defined(TLAUNCH_SEPARATE_COMPILATION)
+#define TLAUNCH_DECL
+#else
+#define TLAUNCH_DECL inline
+#endif
+
+namespace tlaunch::rpc {
+
+TLAUNCH_DECL std::shared_ptr<connection>
+connection::connect(asio::io_context& io, const std::string& address,
+                    std::shared_ptr<const connection_config> cfg, connection_sink* sink) {
+  auto c = std::shared_ptr<connection>(new connection(tcp::socket(io), side::connector, std::move(cfg), sink));
+  c->peer_address_ = address;
+  c->start_connect(address);
+  return c;
+}
+
+TLAUNCH_DECL std::shared_ptr<connection>
+connection::accept(tcp::socket s, std::shared_ptr<const connection_config> cfg,
+                   connection_sink* sink) {
+  std::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  std::string peer = ec ? std::string("(unknown)")
+                        : ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (cfg->unauthenticated->fetch_add(1) >= cfg->max_unauthenticated) {
+    cfg->unauthenticated->fetch_sub(1);
+    log_bad_peer(*cfg, *sink, "too many unauthenticated",
+                 "closing connection from " + peer + " at once: " +
+                     std::to_string(cfg->max_unauthenticated) +
+                     " connections have not completed their hello exchange yet");
+    s.close(ec);
+    return nullptr;
+  }
+  auto c = std::shared_ptr<connection>(new connection(std::move(s), side::acceptor, std::move(cfg), sink));
+  c->counted_unauthenticated_ = true;
+  c->peer_address_ = std::move(peer);
+  c->configure_socket();
+  c->arm_handshake_deadline();
+  c->start_read();
+  return c;
+}
+
+TLAUNCH_DECL std::string connection::peer_listen_address() const {
+  std::lock_guard lk(mu_);
+  return peer_listen_.empty() ? peer_address_ : peer_listen_;
+}
+
+TLAUNCH_DECL std::string connection::peer_name() const {
+  std::lock_guard lk(mu_);
+  return peer_name_.empty() ? peer_address_ : peer_name_;
+}
+
+TLAUNCH_DECL std::string connection::local_ip() const {
+  std::error_code ec;
+  auto ep = socket_.local_endpoint(ec);
+  return ec ? std::string() : ep.address().to_string();
+}
+
+TLAUNCH_DECL bool connection::ready() const {
+  std::lock_guard lk(mu_);
+  return ready_;
+}
+
+TLAUNCH_DECL std::uint64_t connection::start_call(wire::frame_buffer&& f, wire::frame_header h,
+                                                  std::shared_ptr<pending_call> p) {
+  return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
+    f.seal(sealed);
+    out_.push(std::move(f));
+  });
+}
+
+TLAUNCH_DECL std::uint64_t connection::start_call(std::span<char> frame, wire::frame_header h,
+                                                  std::shared_ptr<pending_call> p) {
+  return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
+    seal_small(frame, sealed);
+    out_.push_bytes(frame);
+  });
+}
+
+TLAUNCH_DECL std::shared_ptr<pending_call> connection::abandon_call(std::uint64_t call_id) {
+  std::unique_lock lk(mu_);
+  auto p = calls_.take(call_id);
+  if (!p) return nullptr;
+  if (!closed_) {
+    auto f = wire::make_small_frame();
+    seal_small(f.span(), {.type = wire::kind::cancel, .call_id = call_id});
+    out_.push_bytes(f.span());
+    kick_locked(lk);
+  }
+  return p;
+}
+
+TLAUNCH_DECL void connection::send(wire::frame_buffer&& f) {
+  std::unique_lock lk(mu_);
+  if (closed_) return;
+  out_.push(std::move(f));
+  kick_locked(lk);
+}
+
+TLAUNCH_DECL void connection::send_reply(std::span<char> frame, wire::frame_header h) {
+  seal_small(frame, h);
+  if (deferred_writes::stage(
+          this, [this] { return std::shared_ptr<void>(shared_from_this()); },
+          [](const std::shared_ptr<void>& who, std::span<char> bytes,
+             std::span<std::shared_ptr<void>>) {
+            static_cast<connection*>(who.get())->send_bytes(bytes);
+          },
+          frame))
+    return;
+  send_bytes(frame);
+}
+
+TLAUNCH_DECL void connection::start_call_batched(std::span<char> frame, wire::frame_header h,
+                                                 std::shared_ptr<pending_call> p) {
+  seal_small(frame, h);  // the call id is set when the batch registers it
+  std::shared_ptr<void> extra = std::move(p);
+  if (deferred_writes::stage(
+          &calls_, [this] { return std::shared_ptr<void>(shared_from_this()); },
+          [](const std::shared_ptr<void>& who, std::span<char> bytes,
+             std::span<std::shared_ptr<void>> pendings) {
+            static_cast<connection*>(who.get())->register_calls(bytes, pendings);
+          },
+          frame, &extra))
+    return;
+  start_call(frame, h, std::static_pointer_cast<pending_call>(std::move(extra)));
+}
+
+TLAUNCH_DECL void connection::close(const std::string& reason) {
+  std::unique_lock lk(mu_);
+  close_locked(lk, reason);
+}
+
+TLAUNCH_DECL void connection::register_running(std::uint64_t call_id,
+                                               std::function<void()> cancel) {
+  std::lock_guard lk(mu_);
+  calls_.add_running(call_id, std::move(cancel));
+}
+
+TLAUNCH_DECL void connection::unregister_running(std::uint64_t call_id) {
+  std::lock_guard lk(mu_);
+  calls_.remove_running(call_id);
+}
+
+TLAUNCH_DECL std::size_t connection::pending_count() const {
+  std::lock_guard lk(mu_);
+  return calls_.size();
+}
+
+TLAUNCH_DECL connection::connection(tcp::socket s, side sd,
+                                    std::shared_ptr<const connection_config> cfg,
+                                    connection_sink* sink)
+    : socket_(std::move(s)),
+      side_(sd),
+      cfg_(std::move(cfg)),
+      sink_(sink),
+      handshake_deadline_(socket_.get_executor()),
+      heartbeat_(socket_.get_executor()),
+      handshake_(sd, *cfg_, fresh_nonce()) {
+  // Until the peer has proven the secret, it gets a small read buffer.
+  reader_.set_min_buffer(handshake::buffer_size);
+}
+
+TLAUNCH_DECL void connection::log_bad_peer(const connection_config& cfg, connection_sink& sink,
+                                           std::string_view reason, const std::string& line) {
+  if (!cfg.bad_peer_log) return sink.log(line);
+  if (auto l = cfg.bad_peer_log->admit(reason, line)) sink.log(*l);
+}
+
+TLAUNCH_DECL void connection::log_bad_peer(std::string_view reason, const std::string& line) {
+  log_bad_peer(*cfg_, *sink_, reason, line);
+}
+
+TLAUNCH_DECL void connection::arm_handshake_deadline() {
+  const auto limit = cfg_->handshake_timeout;
+  if (limit.count() <= 0) return;
+  std::lock_guard lk(mu_);
+  if (closed_ || ready_) return;
+  deadline_armed_ = true;
+  handshake_deadline_.expires_after(limit);
+  handshake_deadline_.async_wait([weak = weak_from_this(), limit](std::error_code ec) {
+    if (ec) return;
+    auto self = weak.lock();
+    if (!self) return;
+    {
+      std::lock_guard lk(self->mu_);
+      if (self->closed_ || self->ready_) return;
+    }
+    std::string secs = fmt_seconds(limit);
+    self->log_bad_peer("handshake deadline", "closing connection from " + self->peer_address_ +
+                                                 ": no complete hello exchange within " + secs);
+    self->close("the hello exchange with " + self->peer_address_ + " did not complete within " +
+                secs);
+  });
+}
+
+TLAUNCH_DECL std::string connection::fmt_seconds(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000) {
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms % 1000));
+    s += frac;
+    while (s.back() == '0') s.pop_back();
+  }
+  return s + " s";
+}
+
+TLAUNCH_DECL void connection::arm_heartbeat_locked() {
+  const auto interval = cfg_->heartbeat;
+  if (interval.count() <= 0 || closed_) return;
+  heartbeat_armed_ = true;
+  heartbeat_.expires_after(interval);
+  heartbeat_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->heartbeat_tick();
+  });
+}
+
+TLAUNCH_DECL void connection::heartbeat_tick() {
+  const auto reads = reads_.load(std::memory_order_relaxed);
+  silent_ticks_ = reads == reads_at_tick_ ? silent_ticks_ + 1 : 0;
+  reads_at_tick_ = reads;
+  if (silent_ticks_ >= silent_intervals) {
+    close("no bytes from " + peer_name() + " for " +
+          fmt_seconds(cfg_->heartbeat * silent_intervals) + ": it stopped answering");
+    return;
+  }
+  auto f = wire::make_small_frame();
+  seal_small(f.span(), {.type = wire::kind::ping});
+  std::unique_lock lk(mu_);
+  if (closed_) return;
+  out_.push_bytes(f.span());
+  kick_locked(lk);  // may unlock
+  if (!lk.owns_lock()) lk.lock();
+  arm_heartbeat_locked();
+}
+
+TLAUNCH_DECL void connection::end_unauthenticated_locked() {
+  if (deadline_armed_) {
+    deadline_armed_ = false;
+    handshake_deadline_.cancel();
+  }
+  if (counted_unauthenticated_) {
+    counted_unauthenticated_ = false;
+    cfg_->unauthenticated->fetch_sub(1);
+  }
+}
+
+TLAUNCH_DECL handshake::nonce connection::fresh_nonce() {
+  auto n = tlaunch::detail::random_secret();
+  handshake::nonce out;
+  std::memcpy(out.data(), n.data(), out.size());
+  return out;
+}
+
+TLAUNCH_DECL void connection::start_connect(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    asio::post(socket_.get_executor(), [self = shared_from_this(), address] {
+      self->close("bad address '" + address + "' (want host:port)");
+    });
+    return;
+  }
+  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  auto resolver = std::make_shared<tcp::resolver>(socket_.get_executor());
+  resolver->async_resolve(
+      host, port,
+      [self = shared_from_this(), resolver, address](std::error_code ec,
+                                                     tcp::resolver::results_type results) {
+        if (ec) return self->close("cannot resolve " + address + ": " + ec.message());
+        self->arm_connect_deadline(address);
+        asio::async_connect(self->socket_, results,
+                            [self, address](std::error_code ec, const tcp::endpoint&) {
+                              if (ec)
+                                return self->close("cannot connect to " + address + ": " +
+                                                   ec.message());
+                              self->configure_socket();
+                              {
+                                std::lock_guard lk(self->mu_);
+                                self->connected_ = true;
+                                self->end_unauthenticated_locked();  // the connect deadline
+                              }
+                              self->send_handshake(self->handshake_.hello());
+                              self->start_read();
+                            });
+      });
+}
+
+TLAUNCH_DECL void connection::arm_connect_deadline(const std::string& address) {
+  const auto limit = cfg_->heartbeat * silent_intervals;
+  if (limit.count() <= 0) return;
+  std::lock_guard lk(mu_);
+  if (closed_ || connected_) return;
+  deadline_armed_ = true;
+  handshake_deadline_.expires_after(limit);
+  handshake_deadline_.async_wait([weak = weak_from_this(), limit, address](std::error_code ec) {
+    if (ec) return;
+    auto self = weak.lock();
+    if (!self) return;
+    {
+      std::lock_guard lk(self->mu_);
+      if (self->closed_ || self->connected_) return;
+    }
+    std::string why = "cannot connect to ";
+    why.append(address).append(": no answer within ").append(fmt_seconds(limit));
+    self->close(why);
+  });
+}
+
+TLAUNCH_DECL void connection::configure_socket() {
+  std::error_code ec;
+  socket_.set_option(tcp::no_delay(true), ec);
+  socket_.set_option(asio::socket_base::keep_alive(true), ec);
+  int fd = socket_.native_handle();
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // never inherited by node processes
+  int idle = 10, intvl = 5, cnt = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  if (cfg_->heartbeat.count() > 0) {
+    // Data the peer does not acknowledge for as long fails the connection too.
+    unsigned user_timeout = static_cast<unsigned>(cfg_->heartbeat.count() * silent_intervals);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+  }
+  socket_.non_blocking(true, ec);
+}
+
+TLAUNCH_DECL void connection::send_handshake(wire::frame_buffer&& f) {
+  std::unique_lock lk(mu_);
+  if (closed_) return;
+  pre_.push_whole(std::move(f));
+  kick_locked(lk);
+}
+
+TLAUNCH_DECL void connection::refuse(const std::string& reason) {
+  log_bad_peer("refused: " + reason, "refusing connection from " + peer_address_ + ": " + reason);
+  auto f = handshake::refusal(reason);
+  std::unique_lock lk(mu_);
+  if (closed_) return;
+  if (!writing_) {  // best effort: the reason reaches the peer before the close
+    std::error_code ec;
+    auto b = f.bytes();
+    socket_.write_some(asio::buffer(b.data(), b.size()), ec);
+  }
+  close_locked(lk, "refused: " + reason);
+}
+
+TLAUNCH_DECL bool connection::handle_handshake(const wire::frame_header& h,
+                                               std::span<const char> payload) {
+  auto step = handshake_.on_frame(h, payload);
+  if (step.learned_peer) {
+    std::lock_guard lk(mu_);
+    peer_listen_ = handshake_.peer_listen();
+    peer_name_ = handshake_.peer_name();
+  }
+  switch (step.what) {
+    case handshake::outcome::peer_refused:
+      close(peer_address_ + " refused the connection: " + step.reason);
+      return false;
+    case handshake::outcome::refuse:
+      refuse(step.reason);
+      return false;
+    case handshake::outcome::wait:
+    case handshake::outcome::ready:
+      break;
+  }
+  if (step.reply) send_handshake(std::move(*step.reply));
+  if (step.what == handshake::outcome::ready) {
+    reader_.set_min_buffer(frame_reader::initial_buffer);  // the reader's own thread
+    become_ready();
+  }
+  return true;
+}
+
+TLAUNCH_DECL void connection::become_ready() {
+  {
+    std::unique_lock lk(mu_);
+    ready_ = true;
+    end_unauthenticated_locked();
+    arm_heartbeat_locked();
+    kick_locked(lk);
+  }
+  sink_->on_ready(shared_from_this());
+}
+
+TLAUNCH_DECL void connection::kick_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk) {
+  if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) return;
+  if (side_ == side::connector && !connected_) return;
+  writing_ = true;
+  lk.unlock();
+  if (current_runtime_thread == nullptr) return write_loop();
+  // On the only io thread, a batch of work that is running writes when it is
+  // done (the posted write would have waited for it anyway).
+  if (single_io_thread() &&
+      deferred_writes::defer(shared_from_this(), [](const std::shared_ptr<void>& self) {
+        static_cast<connection*>(self.get())->write_loop();
+      }))
+    return;
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_loop(); });
+}
+
+TLAUNCH_DECL void connection::register_calls(std::span<char> frames,
+                                             std::span<std::shared_ptr<void>> pendings) {
+  std::unique_lock lk(mu_);
+  if (closed_) {
+    std::string why = close_reason_;
+    lk.unlock();
+    for (auto& p : pendings) static_cast<pending_call*>(p.get())->fail_unavailable(why);
+    return;
+  }
+  std::size_t at = 0;
+  for (auto& p : pendings) {
+    char* f = frames.data() + at;
+    const std::uint64_t id = calls_.next_id();
+    wire::store_call_id(f, id);
+    at += wire::header_size + wire::detail::get32(reinterpret_cast<const unsigned char*>(f));
+    calls_.insert(id, std::static_pointer_cast<pending_call>(std::move(p)));
+  }
+  out_.push_bytes(frames.first(at));
+  kick_locked(lk);
+}
+
+TLAUNCH_DECL void connection::send_bytes(std::span<const char> bytes) {
+  std::unique_lock lk(mu_);
+  if (closed_) return;
+  out_.push_bytes(bytes);
+  kick_locked(lk);
+}
+
+TLAUNCH_DECL bool connection::refill_batch_locked() {
+  writer_.take(pre_);
+  if (ready_) writer_.take(out_);
+  return !writer_.done();
+}
+
+TLAUNCH_DECL void connection::write_loop() {
+  for (;;) {
+    if (writer_.done()) {
+      writer_.recycle_written();
+      std::unique_lock lk(mu_);
+      if (closed_ || !refill_batch_locked()) {
+        writing_ = false;
+        writer_.clear();
+        if (closed_) finish_close_locked(lk);
+        return;
+      }
+    }
+    const auto& gather = writer_.gather();
+    std::error_code ec;
+    std::size_t n = socket_.write_some(gather, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      // gather stays valid: the writer is untouched until this completes.
+      socket_.async_write_some(gather, [self = shared_from_this()](std::error_code ec,
+                                                                   std::size_t n) {
+        if (ec) return self->write_failed(ec);
+        self->writer_.advance(n);
+        self->write_loop();
+      });
+      return;
+    }
+    if (ec) return write_failed(ec);
+    writer_.advance(n);
+  }
+}
+
+TLAUNCH_DECL void connection::write_failed(std::error_code ec) {
+  std::unique_lock lk(mu_);
+  writing_ = false;
+  writer_.clear();
+  close_locked(lk, "write to " + peer_name_locked() + " failed: " + ec.message());
+}
+
+TLAUNCH_DECL void connection::start_read() {
+  {
+    std::lock_guard lk(mu_);
+    if (closed_) return;
+    reading_ = true;
+  }
+  read_more();
+}
+
+TLAUNCH_DECL void connection::read_more() {
+  if (busy_poll_us() > 0) {
+    // Polling: the bytes are read as soon as they are there, with one syscall,
+    // where the reactor would take two (epoll_wait, then the read) and another
+    // read that finds nothing after each message.
+    asio::post(socket_.get_executor(),
+               [self = std::shared_ptr<void>(shared_from_this()),
+                since = std::chrono::steady_clock::now()]() mutable {
+                 static_cast<connection*>(self.get())->poll_read(std::move(self), since);
+               });
+    return;
+  }
+  async_read();
+}
+
+TLAUNCH_DECL void connection::async_read() {
+  socket_.async_read_some(reader_.prepare(), [self = std::shared_ptr<void>(shared_from_this())](
+                                             std::error_code ec, std::size_t n) mutable {
+    static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
+  });
+}
+
+TLAUNCH_DECL void connection::poll_read(std::shared_ptr<void> self,
+                                        std::chrono::steady_clock::time_point since) {
+  static constexpr int reads_per_turn = 4;
+  for (int i = 0; i < reads_per_turn; ++i) {
+    std::error_code ec;
+    std::size_t n = socket_.read_some(reader_.prepare(), ec);  // the socket is non-blocking
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+#ifdef TLAUNCH_TEST_COUNTERS
+      if (!ec) test_counters::polled_reads.fetch_add(1, std::memory_order_relaxed);
+#endif
+      on_read(std::move(self), ec, n);
+      return;
+    }
+  }
+  const auto spin = busy_poll_us();
+  if (spin <= 0 || std::chrono::steady_clock::now() - since >= std::chrono::microseconds(spin)) {
+    async_read();
+    return;
+  }
+  asio::post(socket_.get_executor(), [self = std::move(self), since]() mutable {
+    static_cast<connection*>(self.get())->poll_read(std::move(self), since);
+  });
+}
+
+TLAUNCH_DECL bool connection::finish_big_frame() {
+  auto frame = reader_.take_big_frame();
+  wire::frame_header header = frame.header;
+  header.payload_owner = &frame.owner;
+  return handle_frame(header, frame.payload());
+}
+
+TLAUNCH_DECL void connection::on_read(std::shared_ptr<void> self, std::error_code ec,
+                                      std::size_t n) {
+  bool more;
+  {
+    deferred_writes::scope writes;  // what this read causes to be sent, in one write
+    {
+      // What this read's frames post goes out once per executor, before the
+      // next read starts (it may complete on another io thread). Each group
+      // keeps the connection, so the calls in it need no reference each.
+      batch_collector::scope batch(read_batch_, single_io_thread(), &self);
+      more = handle_read(ec, n);
+    }
+  }
+  if (more) read_more();
+}
+
+TLAUNCH_DECL bool connection::handle_read(std::error_code ec, std::size_t n) {
+  if (ec) {
+    read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
+                                                     : "read from " + peer_name() +
+                                                           " failed: " + ec.message());
+    return false;
+  }
+  reader_.commit(n);
+  // Only this thread writes it: a plain store, no read-modify-write on every read.
+  reads_.store(reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (reader_.in_big_frame()) {
+    if (!reader_.big_frame_done()) return true;
+    if (!finish_big_frame()) {
+      read_stopped("");
+      return false;
+    }
+    return after_frames();
+  }
+  // Replies in a row are completed together: their pending calls are taken
+  // under one lock. They are completed before any other frame is handled and
+  // before the buffer may move, so order and payloads stay as they were.
+  reply_run replies;
+  // A read that left room took everything the kernel had; one that filled
+  // the buffer is parsed first and continued by the next read.
+  frame_reader::frame f;
+  for (;;) {
+    // Until the peer has proven the secret, its frames are no larger than a hello.
+    const bool ready = handshake_.ready();
+    const std::uint32_t limit =
+        ready ? cfg_->max_frame : std::min<std::uint32_t>(cfg_->max_frame, handshake::max_frame);
+    const auto got = reader_.next(limit, f);
+    if (got == frame_reader::status::frame) [[likely]] {
+      if (ready) {
+        if (f.header.type == wire::kind::reply || f.header.type == wire::kind::error_reply) {
+          replies.frames[replies.count++] = {f.header, f.payload};
+          if (replies.count == reply_run::capacity) complete_replies(replies);
+          continue;
+        }
+        if (f.header.type == wire::kind::call) {  // the common frame: straight to the sink
+          if (replies.count) complete_replies(replies);
+          sink_->on_call(*this, f.header, f.payload);
+          continue;
+        }
+      }
+      complete_replies(replies);
+      if (!handle_frame(f.header, f.payload)) {
+        read_stopped("");
+        return false;
+      }
+      continue;
+    }
+    if (got == frame_reader::status::malformed) [[unlikely]] {
+      auto problem = reader_.problem(cfg_->max_frame);
+      if (problem.empty())  // within max_frame, too large for the hello exchange
+        problem = reader_.problem(limit) + " before the hello exchange completed";
+      log_bad_peer("malformed: " + problem,
+                   "closing connection from " + peer_name() + ": malformed frame: " + problem);
+      read_stopped("malformed frame: " + problem);
+      return false;
+    }
+    if (got == frame_reader::status::partial) {
+      complete_replies(replies);
+      reader_.make_room(ready);
+    }
+    break;
+  }
+  complete_replies(replies);
+  return after_frames();
+}
+
+TLAUNCH_DECL void connection::complete_replies(reply_run& run) {
+  if (run.count == 0) return;
+  std::shared_ptr<pending_call> taken[reply_run::capacity];
+  {
+    std::lock_guard lk(mu_);
+    for (std::size_t i = 0; i < run.count; ++i)
+      taken[i] = calls_.take(run.frames[i].header.call_id);
+  }
+  std::size_t n = std::exchange(run.count, 0);
+  for (std::size_t i = 0; i < n; ++i)
+    if (taken[i]) taken[i]->complete(run.frames[i].header, run.frames[i].payload);
+}
+
+TLAUNCH_DECL bool connection::after_frames() {
+  reader_.rewind_if_empty();
+  {
+    std::unique_lock lk(mu_);
+    if (closed_) {
+      reading_ = false;
+      finish_close_locked(lk);
+      return false;
+    }
+  }
+  return true;
+}
+
+TLAUNCH_DECL bool connection::handle_frame(const wire::frame_header& h,
+                                           std::span<const char> payload) {
+  if (!handshake_.ready()) return handle_handshake(h, payload);
+  switch (h.type) {
+    case wire::kind::call:
+      sink_->on_call(*this, h, payload);
+      return true;
+    case wire::kind::reply:
+    case wire::kind::error_reply: {  // a large one: the others come in runs
+      reply_run one;
+      one.frames[one.count++] = {h, payload};
+      complete_replies(one);
+      return true;
+    }
+    case wire::kind::cancel: {
+      std::function<void()> cancel;
+      {
+        std::lock_guard lk(mu_);
+        cancel = calls_.take_running(h.call_id);
+      }
+      if (cancel) cancel();
+      sink_->on_cancel(shared_from_this(), h.call_id);
+      return true;
+    }
+    case wire::kind::refuse:
+      close(peer_address_ + " refused the connection: " + handshake::refusal_reason(payload));
+      return false;
+    case wire::kind::ping:  // its bytes were counted as they were read
+      return true;
+    case wire::kind::hello:
+    case wire::kind::auth:
+      log_bad_peer("handshake frame after handshake",
+                   "closing connection from " + peer_name() + ": handshake frame after handshake");
+      close("protocol error: handshake frame after handshake");
+      return false;
+    default:
+      sink_->on_control(shared_from_this(), h, payload);
+      return true;
+  }
+}
+
+TLAUNCH_DECL void connection::read_stopped(const std::string& reason) {
+  std::unique_lock lk(mu_);
+  reading_ = false;
+  close_locked(lk, reason.empty() ? close_reason_ : reason);
+}
+
+TLAUNCH_DECL void connection::close_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk,
+                                           const std::string& reason) {
+  if (closed_) {
+    finish_close_locked(lk);
+    return;
+  }
+  closed_ = true;
+  closed_seen_.store(true, std::memory_order_release);
+  close_reason_ = reason;
+  end_unauthenticated_locked();
+  if (heartbeat_armed_) {
+    heartbeat_armed_ = false;
+    heartbeat_.cancel();
+  }
+  auto pending = calls_.take_all();
+  pre_.clear();
+  out_.clear();
+  // Wakes a pending read; the socket itself is closed once no operation uses it.
+  ::shutdown(socket_.native_handle(), SHUT_RDWR);
+  finish_close_locked(lk);
+  lk.unlock();
+  for (auto& p : pending) p->fail_unavailable(reason);
+  sink_->on_closed(shared_from_this(), reason);
+  lk.lock();
+}
+
+TLAUNCH_DECL void connection::finish_close_locked(std::unique_lock<tlaunch::detail::fast_mutex>&) {
+  if (!closed_ || reading_ || writing_ || socket_closed_) return;
+  socket_closed_ = true;
+  std::error_code ec;
+  socket_.close(ec);
+}
+}  // namespace tlaunch::rpc
+
+#undef TLAUNCH_DECL
+#else
+// impl/src.hpp checks that it came first (its definitions would be missing otherwise).
+#define TLAUNCH_RPC_CONNECTION_DECLARED_ONLY
+#endif

@@ -82,42 +82,9 @@ struct runtime_options {
 class runtime final : public rpc::connection_sink {
  public:
   runtime(std::vector<node_info> nodes, runtime_options opt, std::vector<std::uint8_t> secret,
-          std::string self_name)
-      : io(static_cast<int>(io_thread_count(opt))),
-        nodes_(std::move(nodes)),
-        opt_(std::move(opt)),
-        work_(asio::make_work_guard(io)),
-        busy_poll_us_(opt_.busy_poll.count() < 0 ? 0 : opt_.busy_poll.count()),
-        acceptor_(io),
-        accept_loop_(
-            acceptor_, [this](asio::ip::tcp::socket s) { accepted(std::move(s)); },
-            [this](const std::string& line) { log(line); }, nullptr) {
-    std::uint32_t total = 0;
-    for (auto& n : nodes_) {
-      n.first = total;
-      total += n.replicas;
-    }
-    total_ = total;
-    hosted_.resize(total);
-    addresses_.resize(total);
-    conn_by_flat_.resize(total);
-    restarting_.assign(total, false);
-    parked_.resize(total);
-    auto cfg = std::make_shared<rpc::connection_config>();
-    cfg->secret = std::move(secret);
-    cfg->build_id = tlaunch::detail::self_build_id();
-    cfg->name = std::move(self_name);
-    cfg->max_frame = opt_.max_frame;
-    cfg->single_io_thread = opt_.threads <= 1;
-    cfg->busy_poll_us = &busy_poll_us_;
-    cfg->handshake_timeout = opt_.handshake_timeout;
-    cfg->heartbeat = opt_.heartbeat;
-    // Every other process may connect at once: they never count against the cap.
-    cfg->max_unauthenticated = std::max<std::uint32_t>(opt_.max_unauthenticated, total + 64);
-    cfg_ = std::move(cfg);
-  }
+          std::string self_name);
 
-  ~runtime() override { shutdown(); }
+  ~runtime() override;
 
   asio::io_context io;
 
@@ -131,28 +98,13 @@ class runtime final : public rpc::connection_sink {
       if (nodes_[i].first <= flat) return nodes_[i];
     return nodes_.front();
   }
-  std::string instance_id(std::uint32_t flat) const {
-    if (flat >= total_) return "spawned#" + std::to_string(flat - total_);
-    const auto& n = node_of(flat);
-    return std::string(n.name) + "/" + std::to_string(flat - n.first);
-  }
+  std::string instance_id(std::uint32_t flat) const;
 
   // ----- hosting ---------------------------------------------------------------------
 
-  rpc::instance& host(std::uint32_t flat) {
-    const auto& n = node_of(flat);
-    hosted_[flat] = std::make_unique<rpc::instance>(io, n.name, flat - n.first, n.replicas, flat);
-    hosted_[flat]->type_name = n.type_name;
-    return *hosted_[flat];
-  }
+  rpc::instance& host(std::uint32_t flat);
   // An in-process actor created at run time (context::spawn); never in the directory.
-  rpc::instance& host_dynamic(std::string_view type_name) {
-    std::lock_guard lk(mu_);
-    auto id = total_ + static_cast<std::uint32_t>(dynamic_.size());
-    dynamic_.push_back(std::make_unique<rpc::instance>(io, "spawned", id - total_, 1, id));
-    dynamic_.back()->type_name = type_name;
-    return *dynamic_.back();
-  }
+  rpc::instance& host_dynamic(std::string_view type_name);
   rpc::instance* hosted(std::uint32_t flat) const {
     return flat < total_ ? hosted_[flat].get() : nullptr;
   }
@@ -169,107 +121,30 @@ class runtime final : public rpc::connection_sink {
   // ----- directory and connections ----------------------------------------------------
 
   // Binds ip:0 and starts accepting; returns "ip:port". Call before any connection.
-  std::string listen(const std::string& ip) {
-    asio::ip::tcp::endpoint ep(asio::ip::make_address(ip), 0);
-    acceptor_.open(ep.protocol());
-    ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
-    acceptor_.set_option(asio::socket_base::reuse_address(true));
-    acceptor_.bind(ep);
-    acceptor_.listen();
-    auto port = acceptor_.local_endpoint().port();
-    listen_address_ = (ep.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
-    auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
-    cfg->listen_address = listen_address_;
-    cfg_ = std::move(cfg);
-    accept_loop_.start();
-    return listen_address_;
-  }
+  std::string listen(const std::string& ip);
   const std::string& listen_address() const { return listen_address_; }
-  std::string listen_host() const {
-    auto c = listen_address_.rfind(':');
-    return c == std::string::npos ? std::string("127.0.0.1") : listen_address_.substr(0, c);
-  }
+  std::string listen_host() const;
   std::shared_ptr<const rpc::connection_config> config() const { return cfg_; }
 
-  void set_directory(std::vector<std::string> addresses) {
-    std::lock_guard lk(mu_);
-    addresses_ = std::move(addresses);
-    addresses_.resize(total_);
-  }
+  void set_directory(std::vector<std::string> addresses);
 
   // A later directory: an instance was restarted at a new address. Connections to an
   // address that changed are closed (calls in flight on them fail as unavailable) and
   // the next call dials the new one.
   // "" for an instance that had an address: it is being restarted, and calls to it
   // wait for the next update (park_call).
-  void update_directory(std::vector<std::string> addresses) {
-    addresses.resize(total_);
-    std::vector<std::shared_ptr<rpc::connection>> stale;
-    std::vector<std::function<void(bool)>> resume;
-    {
-      std::lock_guard lk(mu_);
-      for (std::uint32_t f = 0; f < total_; ++f) {
-        if (addresses_[f] == addresses[f]) continue;
-        if (addresses[f].empty()) {
-          restarting_[f] = true;
-        } else {
-          restarting_[f] = false;
-          for (auto& r : parked_[f]) resume.push_back(std::move(r));
-          parked_[f].clear();
-        }
-        if (auto it = by_address_.find(addresses_[f]); it != by_address_.end()) {
-          stale.push_back(it->second);
-          by_address_.erase(it);
-        }
-        if (conn_by_flat_[f]) stale.push_back(std::move(conn_by_flat_[f]));
-        conn_by_flat_[f].reset();
-      }
-      addresses_ = std::move(addresses);
-    }
-    for (auto& c : stale) c->close("its node instance was restarted at a new address");
-    for (auto& r : resume) asio::post(io, [r = std::move(r)] { r(true); });
-  }
+  void update_directory(std::vector<std::string> addresses);
 
   // Whether the directory says `flat` is being restarted.
-  bool restarting(std::uint32_t flat) const {
-    std::lock_guard lk(mu_);
-    return flat < total_ && restarting_[flat];
-  }
+  bool restarting(std::uint32_t flat) const;
   // A call to an instance being restarted waits: `resume(true)` once its new address
   // is known, `resume(false)` when this process stops first. False (nothing kept) when
   // it is not being restarted (any more) or the process is stopping.
-  bool park_call(std::uint32_t flat, std::function<void(bool)> resume) {
-    std::lock_guard lk(mu_);
-    if (flat >= total_ || !restarting_[flat] || stopping_) return false;
-    parked_[flat].push_back(std::move(resume));
-    return true;
-  }
+  bool park_call(std::uint32_t flat, std::function<void(bool)> resume);
 
   // The connection to the process hosting `flat`, opened on first use.
   // Empty with a reason when there is no address for it.
-  std::shared_ptr<rpc::connection> connection_to(std::uint32_t flat, std::string& why) {
-    std::lock_guard lk(mu_);
-    if (flat >= total_) {
-      why = "no such node instance";
-      return nullptr;
-    }
-    auto& c = conn_by_flat_[flat];
-    if (c && !c->closed()) return c;
-    const std::string& addr = addresses_[flat];
-    if (addr.empty()) {
-      why = "its address is not known (the program has not started or has stopped, or the "
-            "instance is being restarted)";
-      return nullptr;
-    }
-    auto it = by_address_.find(addr);
-    if (it != by_address_.end() && !it->second->closed()) {
-      c = it->second;
-      return c;
-    }
-    c = rpc::connection::connect(io, addr, cfg_, this);
-    by_address_[addr] = c;
-    return c;
-  }
+  std::shared_ptr<rpc::connection> connection_to(std::uint32_t flat, std::string& why);
 
   // The same for a call about to be sent. On this runtime's io threads it comes
   // from the thread's own cache, without the lock or a reference count: `hold`
@@ -287,60 +162,22 @@ class runtime final : public rpc::connection_sink {
   }
 
   // A connection to an address outside the directory (the coordinator).
-  std::shared_ptr<rpc::connection> connect(const std::string& address) {
-    return rpc::connection::connect(io, address, cfg_, this);
-  }
+  std::shared_ptr<rpc::connection> connect(const std::string& address);
 
   // ----- threads ---------------------------------------------------------------------
 
   static unsigned io_thread_count(const runtime_options& o) { return o.threads == 0 ? 1 : o.threads; }
 
-  void start_threads() {
-    unsigned n = io_thread_count(opt_);
-    thread_cache_.assign(n, std::vector<std::shared_ptr<rpc::connection>>(total_));
-    for (unsigned i = 0; i < n; ++i)
-      threads_.emplace_back([this, i] {
-        current_runtime_thread = this;
-        current_io_index = i;
-        run_io();
-      });
-  }
+  void start_threads();
 
   // An io thread's loop. With busy polling on, the thread keeps polling for that
   // long after its last handler before it sleeps in the reactor, so a reply that
   // arrives meanwhile is handled without a wake-up (which costs tens of
   // microseconds on some virtual machines) at the price of a busy core.
-  void run_io() {
-    using clock = std::chrono::steady_clock;
-    while (!io.stopped()) {
-      auto spin = std::chrono::microseconds(busy_poll_us_.load(std::memory_order_relaxed));
-      if (spin.count() == 0) {
-        // Returns when the poll setting changes (a posted handler) or work runs out.
-        if (io.run_one() == 0) break;
-        continue;
-      }
-      if (io.poll() > 0) continue;
-      bool ran = false;
-      // Also ends when polling is turned off: another thread may have run the
-      // handlers set_busy_poll posted.
-      for (auto until = clock::now() + spin;
-           !io.stopped() && clock::now() < until &&
-           busy_poll_us_.load(std::memory_order_relaxed) != 0;)
-        if (io.poll() > 0) {
-          ran = true;
-          break;
-        }
-      if (!ran && !io.stopped() && io.run_one() == 0) break;
-    }
-  }
+  void run_io();
 
   // Changes busy polling for this process's io threads (0: off).
-  void set_busy_poll(std::chrono::microseconds d) {
-    busy_poll_us_.store(d.count() < 0 ? 0 : d.count(), std::memory_order_relaxed);
-    // Wake threads sleeping in the reactor, so they see it.
-    unsigned n = io_thread_count(opt_);
-    for (unsigned i = 0; i < n; ++i) asio::post(io, [] {});
-  }
+  void set_busy_poll(std::chrono::microseconds d);
   std::chrono::microseconds busy_poll() const {
     return std::chrono::microseconds(busy_poll_us_.load(std::memory_order_relaxed));
   }
@@ -351,43 +188,11 @@ class runtime final : public rpc::connection_sink {
   bool on_only_io_thread() const { return opt_.threads <= 1 && current_runtime_thread == this; }
 
   // Lets the io_context finish once it runs out of work, then joins the pool.
-  void release_and_join() {
-    work_.reset();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-    threads_.clear();
-  }
+  void release_and_join();
 
-  void shutdown() {
-    if (shut_down_.exchange(true)) return;
-    {
-      std::error_code ec;
-      asio::post(io, [this] {
-        std::error_code ec2;
-        accept_loop_.stop();
-        acceptor_.close(ec2);
-      });
-    }
-    close_all("process is stopping");
-    work_.reset();
-    io.stop();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-    threads_.clear();
-  }
+  void shutdown();
 
-  void close_all(const std::string& reason) {
-    std::vector<std::shared_ptr<rpc::connection>> all;
-    {
-      std::lock_guard lk(mu_);
-      for (auto& [a, c] : by_address_) all.push_back(c);
-      for (auto& c : accepted_) all.push_back(c);
-      by_address_.clear();
-      accepted_.clear();
-      for (auto& c : conn_by_flat_) c.reset();
-    }
-    for (auto& c : all) c->close(reason);
-  }
+  void close_all(const std::string& reason);
 
   // ----- hooks set by the launch type ----------------------------------------------
 
@@ -404,84 +209,27 @@ class runtime final : public rpc::connection_sink {
   std::function<void(const std::shared_ptr<rpc::connection>&, const std::string&)> closed;
 
   // Starts the run() body of every hosted instance that has one.
-  void start_runs() {
-    for_each_hosted([](rpc::instance& i) {
-      if (i.start_run) i.start_run(i);
-    });
-  }
+  void start_runs();
 
   bool stop_requested() const { return stopping_.load(); }
 
   // Cancels every run() body and wakes ctx.stopped() waiters; idempotent.
   void stop_instances();
   // Registered by each context so that stop_instances() can wake it.
-  void add_stop_waker(std::function<void()> w) {
-    {
-      std::lock_guard lk(mu_);
-      if (!stopping_) {
-        stop_wakers_.push_back(std::move(w));
-        return;
-      }
-    }
-    w();
-  }
+  void add_stop_waker(std::function<void()> w);
 
   // ----- connection_sink ------------------------------------------------------------
 
   void on_call(rpc::connection& c, const wire::frame_header& h,
-               std::span<const char> payload) override {
-    rpc::instance* inst = hosted(h.target);
-    if (!inst) {
-      rpc::reply_error(c, h.call_id, wire::error_code::no_such_node,
-                       "this process does not host instance " + instance_id(h.target));
-      return;
-    }
-    const rpc::dispatch_entry* e = inst->find(h.method);
-    if (!e) {
-      rpc::reply_error(c, h.call_id, wire::error_code::no_such_method,
-                       "node " + inst->id() + " (" + std::string(inst->type_name) +
-                           ") exposes no method with id " + std::to_string(h.method));
-      return;
-    }
-    e->serve(*inst, c, h, payload);
-  }
+               std::span<const char> payload) override;
   void on_control(const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
-                  std::span<const char> payload) override {
-    if (control)
-      control(c, h, payload);
-    else
-      log("unexpected control frame from " + c->peer_name());
-  }
-  void on_ready(const std::shared_ptr<rpc::connection>& c) override {
-    // An accepted connection also carries our calls back to that process.
-    std::lock_guard lk(mu_);
-    auto addr = c->peer_listen_address();
-    if (!addr.empty() && !by_address_.count(addr)) by_address_[addr] = c;
-  }
-  void on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) override {
-    {
-      std::lock_guard lk(mu_);
-      for (auto it = by_address_.begin(); it != by_address_.end();)
-        it = it->second == c ? by_address_.erase(it) : std::next(it);
-      for (auto it = accepted_.begin(); it != accepted_.end();)
-        it = *it == c ? accepted_.erase(it) : std::next(it);
-      for (auto& f : conn_by_flat_)
-        if (f == c) f.reset();
-    }
-    if (closed) closed(c, reason);
-  }
-  void log(const std::string& message) override {
-    std::fprintf(stderr, "[tlaunch] %s: %s\n", cfg_->name.c_str(), message.c_str());
-  }
+                  std::span<const char> payload) override;
+  void on_ready(const std::shared_ptr<rpc::connection>& c) override;
+  void on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) override;
+  void log(const std::string& message) override;
 
  private:
-  void accepted(asio::ip::tcp::socket s) {
-    auto c = rpc::connection::accept(std::move(s), cfg_, this);
-    if (!c) return;  // too many strangers: closed at once
-    std::lock_guard lk(mu_);
-    // Closed already (on another io thread): on_closed has looked for it.
-    if (!c->closed()) accepted_.push_back(c);
-  }
+  void accepted(asio::ip::tcp::socket s);
 
   std::vector<node_info> nodes_;
   runtime_options opt_;
@@ -510,7 +258,331 @@ class runtime final : public rpc::connection_sink {
   std::atomic<bool> stopping_{false}, shut_down_{false};
 };
 
-inline void runtime::stop_instances() {
+}  // namespace tlaunch::rpc
+
+// runtime's members that are not templates, defined here: inline in every translation unit,
+// or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where tlaunch/impl/src.hpp is
+// included (a program's own files then neither parse nor compile them).
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
+#if defined(TLAUNCH_SEPARATE_COMPILATION)
+#define TLAUNCH_DECL
+#else
+#define TLAUNCH_DECL inline
+#endif
+
+namespace tlaunch::rpc {
+
+TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
+                              std::vector<std::uint8_t> secret, std::string self_name)
+    : io(static_cast<int>(io_thread_count(opt))),
+      nodes_(std::move(nodes)),
+      opt_(std::move(opt)),
+      work_(asio::make_work_guard(io)),
+      busy_poll_us_(opt_.busy_poll.count() < 0 ? 0 : opt_.busy_poll.count()),
+      acceptor_(io),
+      accept_loop_(
+          acceptor_, [this](asio::ip::tcp::socket s) { accepted(std::move(s)); },
+          [this](const std::string& line) { log(line); }, nullptr) {
+  std::uint32_t total = 0;
+  for (auto& n : nodes_) {
+    n.first = total;
+    total += n.replicas;
+  }
+  total_ = total;
+  hosted_.resize(total);
+  addresses_.resize(total);
+  conn_by_flat_.resize(total);
+  restarting_.assign(total, false);
+  parked_.resize(total);
+  auto cfg = std::make_shared<rpc::connection_config>();
+  cfg->secret = std::move(secret);
+  cfg->build_id = tlaunch::detail::self_build_id();
+  cfg->name = std::move(self_name);
+  cfg->max_frame = opt_.max_frame;
+  cfg->single_io_thread = opt_.threads <= 1;
+  cfg->busy_poll_us = &busy_poll_us_;
+  cfg->handshake_timeout = opt_.handshake_timeout;
+  cfg->heartbeat = opt_.heartbeat;
+  // Every other process may connect at once: they never count against the cap.
+  cfg->max_unauthenticated = std::max<std::uint32_t>(opt_.max_unauthenticated, total + 64);
+  cfg_ = std::move(cfg);
+}
+
+TLAUNCH_DECL runtime::~runtime() { shutdown(); }
+
+TLAUNCH_DECL std::string runtime::instance_id(std::uint32_t flat) const {
+  if (flat >= total_) return "spawned#" + std::to_string(flat - total_);
+  const auto& n = node_of(flat);
+  return std::string(n.name) + "/" + std::to_string(flat - n.first);
+}
+
+TLAUNCH_DECL rpc::instance& runtime::host(std::uint32_t flat) {
+  const auto& n = node_of(flat);
+  hosted_[flat] = std::make_unique<rpc::instance>(io, n.name, flat - n.first, n.replicas, flat);
+  hosted_[flat]->type_name = n.type_name;
+  return *hosted_[flat];
+}
+
+TLAUNCH_DECL rpc::instance& runtime::host_dynamic(std::string_view type_name) {
+  std::lock_guard lk(mu_);
+  auto id = total_ + static_cast<std::uint32_t>(dynamic_.size());
+  dynamic_.push_back(std::make_unique<rpc::instance>(io, "spawned", id - total_, 1, id));
+  dynamic_.back()->type_name = type_name;
+  return *dynamic_.back();
+}
+
+TLAUNCH_DECL std::string runtime::listen(const std::string& ip) {
+  asio::ip::tcp::endpoint ep(asio::ip::make_address(ip), 0);
+  acceptor_.open(ep.protocol());
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
+  acceptor_.set_option(asio::socket_base::reuse_address(true));
+  acceptor_.bind(ep);
+  acceptor_.listen();
+  auto port = acceptor_.local_endpoint().port();
+  listen_address_ = (ep.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+  auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
+  cfg->listen_address = listen_address_;
+  cfg_ = std::move(cfg);
+  accept_loop_.start();
+  return listen_address_;
+}
+
+TLAUNCH_DECL std::string runtime::listen_host() const {
+  auto c = listen_address_.rfind(':');
+  return c == std::string::npos ? std::string("127.0.0.1") : listen_address_.substr(0, c);
+}
+
+TLAUNCH_DECL void runtime::set_directory(std::vector<std::string> addresses) {
+  std::lock_guard lk(mu_);
+  addresses_ = std::move(addresses);
+  addresses_.resize(total_);
+}
+
+TLAUNCH_DECL void runtime::update_directory(std::vector<std::string> addresses) {
+  addresses.resize(total_);
+  std::vector<std::shared_ptr<rpc::connection>> stale;
+  std::vector<std::function<void(bool)>> resume;
+  {
+    std::lock_guard lk(mu_);
+    for (std::uint32_t f = 0; f < total_; ++f) {
+      if (addresses_[f] == addresses[f]) continue;
+      if (addresses[f].empty()) {
+        restarting_[f] = true;
+      } else {
+        restarting_[f] = false;
+        for (auto& r : parked_[f]) resume.push_back(std::move(r));
+        parked_[f].clear();
+      }
+      if (auto it = by_address_.find(addresses_[f]); it != by_address_.end()) {
+        stale.push_back(it->second);
+        by_address_.erase(it);
+      }
+      if (conn_by_flat_[f]) stale.push_back(std::move(conn_by_flat_[f]));
+      conn_by_flat_[f].reset();
+    }
+    addresses_ = std::move(addresses);
+  }
+  for (auto& c : stale) c->close("its node instance was restarted at a new address");
+  for (auto& r : resume) asio::post(io, [r = std::move(r)] { r(true); });
+}
+
+TLAUNCH_DECL bool runtime::restarting(std::uint32_t flat) const {
+  std::lock_guard lk(mu_);
+  return flat < total_ && restarting_[flat];
+}
+
+TLAUNCH_DECL bool runtime::park_call(std::uint32_t flat, std::function<void(bool)> resume) {
+  std::lock_guard lk(mu_);
+  if (flat >= total_ || !restarting_[flat] || stopping_) return false;
+  parked_[flat].push_back(std::move(resume));
+  return true;
+}
+
+TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connection_to(std::uint32_t flat,
+                                                                     std::string& why) {
+  std::lock_guard lk(mu_);
+  if (flat >= total_) {
+    why = "no such node instance";
+    return nullptr;
+  }
+  auto& c = conn_by_flat_[flat];
+  if (c && !c->closed()) return c;
+  const std::string& addr = addresses_[flat];
+  if (addr.empty()) {
+    why = "its address is not known (the program has not started or has stopped, or the "
+          "instance is being restarted)";
+    return nullptr;
+  }
+  auto it = by_address_.find(addr);
+  if (it != by_address_.end() && !it->second->closed()) {
+    c = it->second;
+    return c;
+  }
+  c = rpc::connection::connect(io, addr, cfg_, this);
+  by_address_[addr] = c;
+  return c;
+}
+
+TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connect(const std::string& address) {
+  return rpc::connection::connect(io, address, cfg_, this);
+}
+
+TLAUNCH_DECL void runtime::start_threads() {
+  unsigned n = io_thread_count(opt_);
+  thread_cache_.assign(n, std::vector<std::shared_ptr<rpc::connection>>(total_));
+  for (unsigned i = 0; i < n; ++i)
+    threads_.emplace_back([this, i] {
+      current_runtime_thread = this;
+      current_io_index = i;
+      run_io();
+    });
+}
+
+TLAUNCH_DECL void runtime::run_io() {
+  using clock = std::chrono::steady_clock;
+  while (!io.stopped()) {
+    auto spin = std::chrono::microseconds(busy_poll_us_.load(std::memory_order_relaxed));
+    if (spin.count() == 0) {
+      // Returns when the poll setting changes (a posted handler) or work runs out.
+      if (io.run_one() == 0) break;
+      continue;
+    }
+    if (io.poll() > 0) continue;
+    bool ran = false;
+    // Also ends when polling is turned off: another thread may have run the
+    // handlers set_busy_poll posted.
+    for (auto until = clock::now() + spin;
+         !io.stopped() && clock::now() < until &&
+         busy_poll_us_.load(std::memory_order_relaxed) != 0;)
+      if (io.poll() > 0) {
+        ran = true;
+        break;
+      }
+    if (!ran && !io.stopped() && io.run_one() == 0) break;
+  }
+}
+
+TLAUNCH_DECL void runtime::set_busy_poll(std::chrono::microseconds d) {
+  busy_poll_us_.store(d.count() < 0 ? 0 : d.count(), std::memory_order_relaxed);
+  // Wake threads sleeping in the reactor, so they see it.
+  unsigned n = io_thread_count(opt_);
+  for (unsigned i = 0; i < n; ++i) asio::post(io, [] {});
+}
+
+TLAUNCH_DECL void runtime::release_and_join() {
+  work_.reset();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+TLAUNCH_DECL void runtime::shutdown() {
+  if (shut_down_.exchange(true)) return;
+  {
+    std::error_code ec;
+    asio::post(io, [this] {
+      std::error_code ec2;
+      accept_loop_.stop();
+      acceptor_.close(ec2);
+    });
+  }
+  close_all("process is stopping");
+  work_.reset();
+  io.stop();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+TLAUNCH_DECL void runtime::close_all(const std::string& reason) {
+  std::vector<std::shared_ptr<rpc::connection>> all;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [a, c] : by_address_) all.push_back(c);
+    for (auto& c : accepted_) all.push_back(c);
+    by_address_.clear();
+    accepted_.clear();
+    for (auto& c : conn_by_flat_) c.reset();
+  }
+  for (auto& c : all) c->close(reason);
+}
+
+TLAUNCH_DECL void runtime::start_runs() {
+  for_each_hosted([](rpc::instance& i) {
+    if (i.start_run) i.start_run(i);
+  });
+}
+
+TLAUNCH_DECL void runtime::add_stop_waker(std::function<void()> w) {
+  {
+    std::lock_guard lk(mu_);
+    if (!stopping_) {
+      stop_wakers_.push_back(std::move(w));
+      return;
+    }
+  }
+  w();
+}
+
+TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header& h,
+                                   std::span<const char> payload) {
+  rpc::instance* inst = hosted(h.target);
+  if (!inst) {
+    rpc::reply_error(c, h.call_id, wire::error_code::no_such_node,
+                     "this process does not host instance " + instance_id(h.target));
+    return;
+  }
+  const rpc::dispatch_entry* e = inst->find(h.method);
+  if (!e) {
+    rpc::reply_error(c, h.call_id, wire::error_code::no_such_method,
+                     "node " + inst->id() + " (" + std::string(inst->type_name) +
+                         ") exposes no method with id " + std::to_string(h.method));
+    return;
+  }
+  e->serve(*inst, c, h, payload);
+}
+
+TLAUNCH_DECL void runtime::on_control(const std::shared_ptr<rpc::connection>& c,
+                                      const wire::frame_header& h, std::span<const char> payload) {
+  if (control)
+    control(c, h, payload);
+  else
+    log("unexpected control frame from " + c->peer_name());
+}
+
+TLAUNCH_DECL void runtime::on_ready(const std::shared_ptr<rpc::connection>& c) {
+  // An accepted connection also carries our calls back to that process.
+  std::lock_guard lk(mu_);
+  auto addr = c->peer_listen_address();
+  if (!addr.empty() && !by_address_.count(addr)) by_address_[addr] = c;
+}
+
+TLAUNCH_DECL void runtime::on_closed(const std::shared_ptr<rpc::connection>& c,
+                                     const std::string& reason) {
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = by_address_.begin(); it != by_address_.end();)
+      it = it->second == c ? by_address_.erase(it) : std::next(it);
+    for (auto it = accepted_.begin(); it != accepted_.end();)
+      it = *it == c ? accepted_.erase(it) : std::next(it);
+    for (auto& f : conn_by_flat_)
+      if (f == c) f.reset();
+  }
+  if (closed) closed(c, reason);
+}
+
+TLAUNCH_DECL void runtime::log(const std::string& message) {
+  std::fprintf(stderr, "[tlaunch] %s: %s\n", cfg_->name.c_str(), message.c_str());
+}
+
+TLAUNCH_DECL void runtime::accepted(asio::ip::tcp::socket s) {
+  auto c = rpc::connection::accept(std::move(s), cfg_, this);
+  if (!c) return;  // too many strangers: closed at once
+  std::lock_guard lk(mu_);
+  // Closed already (on another io thread): on_closed has looked for it.
+  if (!c->closed()) accepted_.push_back(c);
+}
+TLAUNCH_DECL void runtime::stop_instances() {
   std::vector<std::function<void(bool)>> parked;
   {
     std::lock_guard lk(mu_);
@@ -533,6 +605,12 @@ inline void runtime::stop_instances() {
 }
 
 }  // namespace tlaunch::rpc
+
+#undef TLAUNCH_DECL
+#else
+// impl/src.hpp checks that it came first (its definitions would be missing otherwise).
+#define TLAUNCH_RPC_RUNTIME_DECLARED_ONLY
+#endif
 
 // The names the launch layer and handle.hpp use.
 namespace tlaunch::detail {

@@ -130,7 +130,8 @@ TEST_SUITE("ssh_session") {
     auto r = s.run("stat -c %a " + ssh::shell_quote(remote) + "; cmp " +
                    ssh::shell_quote(local.string()) + " " + ssh::shell_quote(remote) +
                    " && echo same; ls -a " + ssh::shell_quote("/root/.cache/tlaunch/" + id));
-    CHECK(r.out == "755\nsame\n.\n..\nnode-binary\n");  // no temporary file left behind
+    // no temporary file left behind; the marker of the build's last use
+    CHECK(r.out == "755\nsame\n.\n..\n.tlaunch-used\nnode-binary\n");
 
     r = s.run(ssh::shell_quote(remote) + " arg1");
     CHECK(r.out == "uploaded-ok arg1\n");

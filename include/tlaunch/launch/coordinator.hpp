@@ -222,6 +222,12 @@ class coordinator final : public rpc::connection_sink {
           s.conn.reset();
           // A child seen only through its connection (a k8s pod) ends with it.
           if (s.proc && !s.exited) s.proc->connection_closed();
+          // An exit status that waited for this connection's last frames (see on_exit).
+          if (auto& leader = slots_[s.leader]; leader.held_exit) {
+            bool open = false;
+            for (std::uint32_t m : leader.members) open = open || slots_[m].conn != nullptr;
+            if (!open) judge_held_exit(s.leader, leader.gen);
+          }
           if (life_.stopping() || s.exited || s.replacing) continue;
           // A process that dies closes its connection before its exit status is
           // known; wait a moment for that status, which says why (signal, code).
@@ -264,6 +270,9 @@ class coordinator final : public rpc::connection_sink {
     bool stop_sent = false;
     std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed; a restart's registration
     std::unique_ptr<asio::steady_timer> hold_timer;
+    // An exit status waiting for the node's connections to close (see on_exit).
+    std::optional<exit_status> held_exit;
+    std::unique_ptr<asio::steady_timer> exit_timer;
     // Restarts: where it runs, which start of it this is (callbacks of an earlier
     // process are ignored), its budget, and whether this process is being replaced.
     placement place;
@@ -555,9 +564,34 @@ class coordinator final : public rpc::connection_sink {
     finish_if_done();
   }
 
-  void on_exit(std::uint32_t flat, std::uint32_t gen, const exit_status& st) {
+  static bool plain_code_1(const exit_status& st) {
+    return st.code == 1 && st.signal == 0 && st.signal_name.empty() && st.unknown.empty();
+  }
+
+  // judge_now: the exit is judged even if a member's connection is still open.
+  void on_exit(std::uint32_t flat, std::uint32_t gen, const exit_status& st, bool judge_now = false) {
     auto& s = slots_[flat];
     if (s.exited || gen != s.gen) return;
+    bool reported = false, connected = false;
+    for (std::uint32_t m : s.members) {
+      reported = reported || slots_[m].reported;
+      connected = connected || slots_[m].conn != nullptr;
+    }
+    if (!judge_now && life_.stopping() && !s.killed && !reported && connected &&
+        plain_code_1(st)) {
+      // Exit code 1 while stopping: the run() failure behind it, if the node reported one
+      // (judged then: a failure the stop caused is none), is on its connection, which
+      // closes after the report. Its exit status can come first (relayed by an ssh
+      // agent): judge once the connections have closed, or a second later.
+      s.held_exit = st;
+      s.exit_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(1));
+      s.exit_timer->async_wait([this, flat, gen](std::error_code ec) {
+        if (!ec) judge_held_exit(flat, gen);
+      });
+      return;
+    }
+    s.held_exit.reset();
+    if (s.exit_timer) s.exit_timer->cancel();
     s.exited = true;
     for (std::uint32_t m : s.members) slots_[m].exited = true;
     --alive_;
@@ -571,13 +605,19 @@ class coordinator final : public rpc::connection_sink {
       } else {
         failed(s, why, fault_of(st));
       }
-    } else if (!st.ok() && !s.killed && !(s.reported && st.code == 1 && st.signal == 0 &&
-                                          st.signal_name.empty() && st.unknown.empty())) {
+    } else if (!st.ok() && !s.killed && !(reported && plain_code_1(st))) {
       // A node that fails while stopping is still a failure worth reporting; a run()
       // failure it reported was judged when the report came.
       fail(s.where, st.describe() + " while stopping", fault_of(st));
     }
     finish_if_done();
+  }
+
+  void judge_held_exit(std::uint32_t flat, std::uint32_t gen) {
+    auto& s = slots_[flat];
+    if (gen != s.gen || !s.held_exit) return;
+    exit_status st = *s.held_exit;
+    on_exit(flat, gen, st, /*judge_now=*/true);
   }
 
   static fault fault_of(const exit_status& st) {

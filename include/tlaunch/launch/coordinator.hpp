@@ -231,8 +231,11 @@ class coordinator final : public rpc::connection_sink {
           if (life_.stopping() || s.exited || s.replacing) continue;
           // A process that dies closes its connection before its exit status is
           // known; wait a moment for that status, which says why (signal, code).
-          // One still running then (hung, cut off) is killed if it is restarted.
-          s.lost_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(1));
+          // One still running then (hung, cut off) is killed if it is restarted. A
+          // connection the heartbeat closed has a silent peer, not an exited one: no
+          // status is coming, so it fails at once.
+          const auto wait = c->went_silent() ? std::chrono::seconds(0) : std::chrono::seconds(1);
+          s.lost_timer = std::make_unique<asio::steady_timer>(io_, wait);
           s.lost_timer->async_wait([this, &s, gen = s.gen, reason](std::error_code ec) {
             if (!ec && gen == s.gen && !life_.stopping() && !s.exited)
               failed(s, "lost its connection: " + reason, fault::lost, /*kill=*/true);

@@ -136,6 +136,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // Our address on this connection, as the peer sees it.
   std::string local_ip() const;
   bool closed() const { return closed_seen_.load(std::memory_order_acquire); }
+  // Closed by the heartbeat: the peer sent nothing for silent_intervals (it is stopped,
+  // hung or cut off, not exited: an exit closes the socket).
+  bool went_silent() const { return went_silent_.load(std::memory_order_acquire); }
   bool ready() const;
 
   // Registers a pending call and queues its frame; the frame's call id is set here.
@@ -363,6 +366,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t reads_at_tick_ = 0;
   int silent_ticks_ = 0;
   std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock
+  std::atomic<bool> went_silent_{false};
   std::string close_reason_ = "connection closed";
   std::string peer_listen_, peer_name_;
   frame_queue pre_, out_;  // handshake frames; everything else (sent once ready)
@@ -606,6 +610,7 @@ TLAUNCH_DECL void connection::heartbeat_tick() {
   silent_ticks_ = reads == reads_at_tick_ ? silent_ticks_ + 1 : 0;
   reads_at_tick_ = reads;
   if (silent_ticks_ >= silent_intervals) {
+    went_silent_.store(true, std::memory_order_release);
     close("no bytes from " + peer_name() + " for " +
           fmt_seconds(cfg_->heartbeat * silent_intervals) + ": it stopped answering");
     return;

@@ -62,6 +62,26 @@ asio::awaitable<R> run_coroutine(std::shared_ptr<void> keep, Args args) {
   co_return co_await invoke_method<M>(*static_cast<S*>(keep.get()), std::move(args));
 }
 
+// Reads a call's arguments into args; when they do not deserialize, replies
+// bad_arguments naming method M and returns false.
+template <auto M, class Args>
+bool decode_arguments(connection& c, const wire::frame_header& h, std::span<const char> payload,
+                      Args& args) {
+  try {
+    std::apply(
+        [&](auto&... a) {
+          wire::deserialize_from(wire::received_payload{payload, h.payload_owner}, a...);
+        },
+        args);
+    return true;
+  } catch (const std::exception& e) {
+    reply_error(c, h.call_id, wire::error_code::bad_arguments,
+                std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
+                    " did not deserialize: " + e.what());
+    return false;
+  }
+}
+
 }  // namespace detail
 
 template <class S, auto M>
@@ -70,18 +90,7 @@ void serve(instance& inst, connection& c, const wire::frame_header& h,
   using traits = tlaunch::detail::method_traits<decltype(M)>;
   using R = typename traits::result;
   typename traits::args args;
-  try {
-    std::apply(
-        [&](auto&... a) {
-          wire::deserialize_from(wire::received_payload{payload, h.payload_owner}, a...);
-        },
-        args);
-  } catch (const std::exception& e) {
-    reply_error(c, h.call_id, wire::error_code::bad_arguments,
-                std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
-                    " did not deserialize: " + e.what());
-    return;
-  }
+  if (!detail::decode_arguments<M>(c, h, payload, args)) return;
   std::uint64_t id = h.call_id;
   if constexpr (!traits::is_coroutine) {
     // A raw pointer: instances outlive every handler (the runtime joins its
@@ -195,18 +204,7 @@ void serve_batched(instance& inst, connection& c, const wire::frame_header& h,
   using traits = tlaunch::detail::batch_traits<M>;
   using R = typename traits::result;
   typename traits::args args;
-  try {
-    std::apply(
-        [&](auto&... a) {
-          wire::deserialize_from(wire::received_payload{payload, h.payload_owner}, a...);
-        },
-        args);
-  } catch (const std::exception& e) {
-    reply_error(c, h.call_id, wire::error_code::bad_arguments,
-                std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
-                    " did not deserialize: " + e.what());
-    return;
-  }
+  if (!detail::decode_arguments<M>(c, h, payload, args)) return;
   const std::uint64_t id = h.call_id, key = next_batch_key();
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (h.aux > 0) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.aux);

@@ -55,6 +55,10 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
       // The node's options are the launch's own, with its role; the child has no argv.
       options node_o = o;
       node_o.role = place.id;
+      // The coordinator's role flag names every member of a colocation group.
+      constexpr std::string_view role_flag = "--tlaunch-role=";
+      if (!tail.empty() && tail.front().starts_with(role_flag))
+        node_o.role = tail.front().substr(role_flag.size());
       node_o.coordinator = "127.0.0.1:" + std::to_string(port);
       return start_forked_child([&p, node_o] { return run_node_process(p, node_o); },
                                 std::move(cb));

@@ -131,12 +131,4 @@ inline std::vector<colocation_group> colocation_processes(
   return out;
 }
 
-// The warning of a launcher that runs every instance in a process of its own.
-inline std::string ignored_colocation_warning(const std::vector<colocation_group>& groups,
-                                              std::string_view launcher) {
-  if (groups.empty()) return {};
-  return std::string("colocation groups are ignored by --launch=").append(launcher) +
-         ": each instance runs in a process of its own (calls between them go over the wire)";
-}
-
 }  // namespace tlaunch::launch

@@ -273,13 +273,13 @@ TEST_SUITE("k8s") {
     k.name = "app";
     k.binary = "/app/bin";
     k.volcano = true;
-    auto args = tlaunch::launch::k8s_pod_args(nodes, o, k);
+    auto args = tlaunch::launch::k8s_pod_args(nodes, 5, o, k);
     CHECK(args == std::vector<std::string>{
                       "--tlaunch-role=k8s", "--tlaunch-coordinator=app-5.app:7070",
                       "--start-timeout=60", "--grace=2",
                       "--env=learner:CUDA_VISIBLE_DEVICES={index}", "--env=learner:MODE=train",
                       "--env=actor:SEED=7", "--", "--steps", "3"});
-    auto ms = tlaunch::launch::k8s_manifests(nodes, o, k, "00ff");
+    auto ms = tlaunch::launch::k8s_manifests(nodes, {}, o, k, "00ff");
     std::map<std::string, std::string> by;
     for (auto& m : ms) by[m.file] = m.text;
     REQUIRE(by.size() == 4);
@@ -290,6 +290,16 @@ TEST_SUITE("k8s") {
     CHECK(has(by["job.yaml"], "schedulerName: volcano"));
     CHECK(has(by["podgroup.yaml"], "minMember: 6\n"));
     CHECK(has(by["secret.yaml"], "secret: \"00ff\""));
+    // A group is one pod: one fewer, the coordinator's index one lower, and the pods get
+    // --colocate to map their indices as the manifests did.
+    o.colocate = {"learner/1,actor/0"};
+    auto grouped = tlaunch::launch::k8s_manifests(
+        nodes, tlaunch::launch::colocation_groups(nodes, {}, o), o, k, "00ff");
+    for (auto& m : grouped) by[m.file] = m.text;
+    CHECK(has(by["job.yaml"], "completions: 5\n"));
+    CHECK(has(by["job.yaml"], "app-4.app:7070"));
+    CHECK(has(by["job.yaml"], "--colocate=learner/1,actor/0"));
+    CHECK(has(by["podgroup.yaml"], "minMember: 5\n"));
   }
 
   TEST_CASE("a pod's role is its completion index, as a Slurm task's is its rank") {
@@ -302,17 +312,32 @@ TEST_SUITE("k8s") {
     ::setenv("TLAUNCH_SECRET_FILE", file.c_str(), 1);
     ::setenv("TLAUNCH_K8S_HOSTS", "other=10.0.0.1,app-5.app=127.0.0.1", 1);
     ::setenv("JOB_COMPLETION_INDEX", "3", 1);
-    auto r = tlaunch::launch::k8s_pod_role_of(nodes, o);
+    auto r = tlaunch::launch::k8s_pod_role_of(nodes, {}, o);
     CHECK_FALSE(r.coordinator);
     CHECK(r.role == "actor/1");
     CHECK(r.coordinator_address == "127.0.0.1:7070");
     CHECK(r.secret == std::vector<std::uint8_t>{0x0a, 0x0b});
     ::setenv("JOB_COMPLETION_INDEX", "5", 1);
-    CHECK(tlaunch::launch::k8s_pod_role_of(nodes, o).coordinator);
+    CHECK(tlaunch::launch::k8s_pod_role_of(nodes, {}, o).coordinator);
     ::setenv("JOB_COMPLETION_INDEX", "6", 1);
-    CHECK_THROWS_WITH_AS(tlaunch::launch::k8s_pod_role_of(nodes, o),
-                         doctest::Contains("JOB_COMPLETION_INDEX=6 names no node instance"),
+    CHECK_THROWS_WITH_AS(tlaunch::launch::k8s_pod_role_of(nodes, {}, o),
+                         doctest::Contains("JOB_COMPLETION_INDEX=6 names no node process"),
                          tlaunch::launch_error);
+    // With groups {learner/1, actor/0} and {actor/1, actor/2}: four processes, in order of
+    // their first members; the coordinator is index 3.
+    options g;
+    g.colocate = {"learner/1,actor/0", "actor/1,actor/2"};
+    auto groups = tlaunch::launch::colocation_groups(nodes, {}, g);
+    std::vector<std::string> roles;
+    for (const char* i : {"0", "1", "2"}) {
+      ::setenv("JOB_COMPLETION_INDEX", i, 1);
+      roles.push_back(tlaunch::launch::k8s_pod_role_of(nodes, groups, o).role);
+    }
+    CHECK(roles == std::vector<std::string>{"learner/0", "learner/1,actor/0", "actor/1,actor/2"});
+    ::setenv("JOB_COMPLETION_INDEX", "3", 1);
+    CHECK(tlaunch::launch::k8s_pod_role_of(nodes, groups, o).coordinator);
+    ::setenv("JOB_COMPLETION_INDEX", "4", 1);
+    CHECK_THROWS_AS(tlaunch::launch::k8s_pod_role_of(nodes, groups, o), tlaunch::launch_error);
     for (const char* k : {"TLAUNCH_SECRET_FILE", "TLAUNCH_K8S_HOSTS", "JOB_COMPLETION_INDEX"})
       ::unsetenv(k);
   }
@@ -363,6 +388,28 @@ TEST_SUITE("k8s") {
     // The coordinator saw every node register and the program end well.
     CHECK(has(pods[5].all, "the program ended with exit code 0 (5 node pods"));
     CHECK_FALSE(has(pods[5].all, "failed"));
+  }
+
+  TEST_CASE("a colocation group is one pod that hosts every member; the program completes") {
+    // counter and producer/0 share pod 0; producers 1-3 are pods 1-3, the coordinator 4.
+    auto pods = run_as_pods({TLAUNCH_HELLO_WORLD_EXE, "--colocate", "counter,producer/0"});
+    REQUIRE(pods.size() == 5);  // one pod fewer than without the group
+    for (std::size_t i = 0; i < pods.size(); ++i) {
+      INFO("pod ", i, ": ", pods[i].all);
+      CHECK(pods[i].code == 0);
+      if (i <= 3) CHECK(has(pods[i].out, "added 100, total now"));
+    }
+    // Both members are placed at pod 0: without it, the coordinator names them there.
+    auto missing = run_as_pods({TLAUNCH_HELLO_WORLD_EXE, "--colocate", "counter,producer/0",
+                                "--start-timeout=1", "--grace=0.2"},
+                               {1, 2, 3, 4});
+    REQUIRE(missing.size() == 4);
+    INFO(missing[3].all);
+    CHECK(missing[3].code == 1);
+    CHECK(has(missing[3].all, "counter/0+producer/0@tlaunch-hello-world-0"));
+    CHECK_FALSE(has(missing[3].all, "producer/1@"));
+    CHECK(has(pods[4].all, "the program ended with exit code 0 (4 node pods"));
+    CHECK_FALSE(has(pods[4].all, "failed"));
   }
 
   TEST_CASE("a pod's node process sets its node's --env variables, by replica") {

@@ -146,8 +146,21 @@ TEST_SUITE("slurm") {
     CHECK(tlaunch::launch::slurm_task_role(nodes) == "producer/3");
     ::setenv("SLURM_PROCID", "5", 1);
     CHECK_THROWS_WITH_AS(tlaunch::launch::slurm_task_role(nodes),
-                         doctest::Contains("SLURM_PROCID=5 names no node instance"),
+                         doctest::Contains("SLURM_PROCID=5 names no node process"),
                          tlaunch::launch_error);
+    // With a group {counter/0, producer/2}: rank 0 hosts both, rank 2 is producer/1, and
+    // there are four tasks, the last producer/3.
+    tlaunch::launch::options g;
+    g.colocate = {"counter,producer/2"};
+    auto groups = tlaunch::launch::colocation_groups(nodes, {}, g);
+    ::setenv("SLURM_PROCID", "0", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes, groups) == "counter/0,producer/2");
+    ::setenv("SLURM_PROCID", "2", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes, groups) == "producer/1");
+    ::setenv("SLURM_PROCID", "3", 1);
+    CHECK(tlaunch::launch::slurm_task_role(nodes, groups) == "producer/3");
+    ::setenv("SLURM_PROCID", "4", 1);
+    CHECK_THROWS_AS(tlaunch::launch::slurm_task_role(nodes, groups), tlaunch::launch_error);
     ::unsetenv("SLURM_PROCID");
     CHECK_THROWS_AS(tlaunch::launch::slurm_task_role(nodes), tlaunch::launch_error);
   }
@@ -182,6 +195,35 @@ TEST_SUITE("slurm") {
     INFO(cp.all);
     CHECK(cp.code == 0);
     CHECK(has(cp.all, "[consumer/0@node2] sum of 5 results"));
+  }
+
+  TEST_CASE("a colocation group is one srun task that hosts every member") {
+    use_cluster();
+    auto marker = unique_marker("slurm-colocate");
+    ::setenv("TLAUNCH_TIMINGS", "1", 1);
+    auto r = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--colocate", "target,worker/0",
+                         "--", "colocation", marker}),
+                 60s);
+    ::unsetenv("TLAUNCH_TIMINGS");
+    INFO(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.all, "timings: 2 nodes on 2 Slurm nodes"));  // two tasks for three instances
+    // "colocation index=I pid=P target_pid=T": worker/0 runs in target's process (at the
+    // group's place, node1); worker/1 is the second task, round-robin on node2.
+    auto pids = [&](const std::string& where) {
+      std::pair<long, long> p{-1, -2};
+      auto at = r.all.find(where + "colocation ");
+      if (at != std::string::npos)
+        std::sscanf(r.all.c_str() + at + where.size(),
+                    "colocation index=%*d pid=%ld target_pid=%ld", &p.first, &p.second);
+      return p;
+    };
+    auto grouped = pids("[target/0+worker/0@node1] ");
+    CHECK(grouped.first == grouped.second);
+    auto alone = pids("[worker/1@node2] ");
+    CHECK(alone.first > 0);
+    CHECK(alone.first != alone.second);
+    CHECK(none_left(marker, 20s));
   }
 
   TEST_CASE("hello_world and consumer_producers through sbatch") {

@@ -115,12 +115,20 @@ inline std::vector<std::uint32_t> colocation_leaders(const std::vector<colocatio
   return leader;
 }
 
-// The warning of a launcher that runs every instance in a process of its own.
-inline std::string ignored_colocation_warning(const std::vector<colocation_group>& groups,
-                                              std::string_view launcher) {
-  if (groups.empty()) return {};
-  return std::string("colocation groups are ignored by --launch=").append(launcher) +
-         ": each instance runs in a process of its own (calls between them go over the wire)";
+// The node processes in start order, each the flat ids it hosts (its leader first): a lone
+// instance, or a group at its leader's place. Process p is --launch=slurm's task p and
+// --launch=k8s's completion index p; without groups, process p is instance p.
+inline std::vector<colocation_group> colocation_processes(
+    const std::vector<colocation_group>& groups, std::uint32_t total) {
+  auto leader = colocation_leaders(groups, total);
+  std::vector<colocation_group> out;
+  for (std::uint32_t f = 0; f < total; ++f) {
+    if (leader[f] != f) continue;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [f](const colocation_group& x) { return x[0] == f; });
+    out.push_back(g == groups.end() ? colocation_group{f} : *g);
+  }
+  return out;
 }
 
 }  // namespace tlaunch::launch

@@ -2,8 +2,10 @@
 // --k8s-out=DIR, or stdout) an Indexed Job, a headless Service and a Secret, which
 // `kubectl apply` runs. Every pod runs this binary with --tlaunch-role=k8s and takes its
 // role from its completion index (JOB_COMPLETION_INDEX, which the Job controller sets):
-// index i < N (the program's instances) is instance i in program order, exactly as
-// --launch=slurm's SLURM_PROCID; index N is the coordinator.
+// index i < N (the program's node processes, colocation_processes) is process i: an
+// instance, or a colocation group whose pod hosts every member, in program order of their
+// first members (without groups, instance i, as --launch=slurm's SLURM_PROCID); index N is
+// the coordinator. The pods get --colocate/--no-colocate, so they map indices alike.
 //
 // Why the coordinator is the Job's last index and not a pod of its own: one Job then holds
 // the whole program, so its completion is the program's (every pod exits 0), one failed pod
@@ -243,19 +245,24 @@ inline k8s_settings k8s_settings_of(const options& o) {
 }
 
 // "<job>-<N>.<service>:<port>": where every pod reaches the coordinator.
-inline std::string k8s_coordinator_address(const std::vector<tlaunch::detail::node_info>& nodes,
-                                           const k8s_settings& k) {
-  return fmt::format("{}-{}.{}:{}", k.name, detail::total_instances(nodes), k.name, k.port);
+// `processes`: how many node pods (colocation_processes), the coordinator's index.
+inline std::string k8s_coordinator_address(std::size_t processes, const k8s_settings& k) {
+  return fmt::format("{}-{}.{}:{}", k.name, processes, k.name, k.port);
 }
 
 // The container's args: the pod role, the coordinator, the flags every process of the
 // program must see, each node's environment as --env flags, then the program's arguments.
+// --colocate and --no-colocate go along: every pod maps its index to a process as the
+// manifests did.
 inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::detail::node_info>& nodes,
-                                             const options& o, const k8s_settings& k) {
+                                             std::size_t processes, const options& o,
+                                             const k8s_settings& k) {
   std::vector<std::string> args = {
       "--tlaunch-role=k8s",
-      fmt::format("--tlaunch-coordinator={}", k8s_coordinator_address(nodes, k)),
+      fmt::format("--tlaunch-coordinator={}", k8s_coordinator_address(processes, k)),
       fmt::format("--start-timeout={}", static_cast<double>(o.start_timeout.count()) / 1000.0)};
+  for (const auto& c : o.colocate) args.push_back(fmt::format("--colocate={}", c));
+  if (o.no_colocate) args.push_back("--no-colocate");
   auto tail = std::find(o.passthrough.begin(), o.passthrough.end(), "--");
   for (auto it = o.passthrough.begin(); it != tail; ++it)
     if (it->rfind("--env=", 0) != 0) args.push_back(*it);  // --env: merged below
@@ -272,12 +279,15 @@ struct k8s_manifest {
 };
 
 // The manifests for `nodes`: a Secret holding `secret_hex`, a headless Service, an Indexed
-// Job of one pod per instance plus the coordinator, and with --k8s-volcano a PodGroup.
+// Job of one pod per node process (an instance or a colocation group of `groups`) plus the
+// coordinator, and with --k8s-volcano a PodGroup.
 inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail::node_info>& nodes,
+                                               const std::vector<colocation_group>& groups,
                                                const options& o, const k8s_settings& k,
                                                std::string_view secret_hex) {
   using detail::yaml_quote;
-  const std::uint32_t pods = detail::total_instances(nodes) + 1;
+  const auto processes = colocation_processes(groups, detail::total_instances(nodes)).size();
+  const auto pods = processes + 1;
   const std::string labels = fmt::format(
       "    app.kubernetes.io/name: {}\n    app.kubernetes.io/managed-by: tlaunch\n", k.name);
   auto meta = [&](std::string_view name) {
@@ -307,7 +317,7 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
                                pods, meta(k.name), pods)});
 
   std::string args;
-  for (const auto& a : k8s_pod_args(nodes, o, k))
+  for (const auto& a : k8s_pod_args(nodes, processes, o, k))
     args += fmt::format("        - {}\n", yaml_quote(a));
   std::string resources;
   if (auto r = largest_resources(nodes); r.any()) {
@@ -327,7 +337,8 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
   out.push_back(
       {"job.yaml",
        fmt::format(
-           "# Pod i < {0} is instance i in program order; pod {0} is the coordinator.\n"
+           "# Pod i < {0} is node process i (an instance, or a colocation group at its first\n"
+           "# member's place, in program order); pod {0} is the coordinator.\n"
            "apiVersion: batch/v1\nkind: Job\n{1}spec:\n"
            "  completionMode: Indexed\n  completions: {2}\n  parallelism: {2}\n"
            "  backoffLimit: 0\n"
@@ -349,12 +360,13 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
 
 // --launch=k8s: writes the manifests with a fresh secret; returns 0.
 inline int write_k8s_manifests(const std::vector<tlaunch::detail::node_info>& nodes,
-                               const options& o, output_printer& out) {
+                               const std::vector<colocation_group>& groups, const options& o,
+                               output_printer& out) {
   auto k = k8s_settings_of(o);
   if (auto w = largest_resources_warning(nodes, "k8s"); !w.empty())
     out.print("launcher", stream::err, w);
   auto secret = tlaunch::detail::random_secret();
-  auto manifests = k8s_manifests(nodes, o, k, tlaunch::detail::to_hex(secret));
+  auto manifests = k8s_manifests(nodes, groups, o, k, tlaunch::detail::to_hex(secret));
   if (k.out_dir.empty()) {
     for (const auto& m : manifests) std::printf("---\n%s", m.text.c_str());
     std::fflush(stdout);
@@ -376,29 +388,33 @@ inline int write_k8s_manifests(const std::vector<tlaunch::detail::node_info>& no
   out.print(
       "launcher", stream::err,
       fmt::format("wrote {} manifests for {} pods to {}; run them with `kubectl apply -f {}`",
-                  manifests.size(), detail::total_instances(nodes) + 1, k.out_dir, k.out_dir));
+                  manifests.size(),
+                  colocation_processes(groups, detail::total_instances(nodes)).size() + 1,
+                  k.out_dir, k.out_dir));
   return 0;
 }
 
 // What a pod started with --tlaunch-role=k8s is.
 struct k8s_pod_role {
   bool coordinator = false;
-  std::string role;                 // "name/i" of a node pod
+  std::string role;                 // "name/i" of a node pod, "name/i,other/j" of a group's
   std::string coordinator_address;  // mapped through TLAUNCH_K8S_HOSTS
   std::vector<std::uint8_t> secret;
 };
 
 // From JOB_COMPLETION_INDEX and TLAUNCH_SECRET_FILE; a launch_error when either is wrong.
 inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info>& nodes,
+                                    const std::vector<colocation_group>& groups,
                                     const options& o) {
   k8s_pod_role r;
   const char* index = std::getenv("JOB_COMPLETION_INDEX");
   if (index == nullptr)
     throw launch_error("--tlaunch-role=k8s outside an Indexed Job's pod (no JOB_COMPLETION_INDEX)");
-  if (std::to_string(detail::total_instances(nodes)) == index)
+  auto processes = colocation_processes(groups, detail::total_instances(nodes)).size();
+  if (std::to_string(processes) == index)
     r.coordinator = true;
   else
-    r.role = role_of_flat_index(nodes, "JOB_COMPLETION_INDEX", index);
+    r.role = role_of_process_index(nodes, groups, "JOB_COMPLETION_INDEX", index);
   r.coordinator_address = detail::k8s_mapped_address(o.coordinator);
   const char* file = std::getenv("TLAUNCH_SECRET_FILE");
   if (file == nullptr) throw launch_error("--tlaunch-role=k8s: TLAUNCH_SECRET_FILE is not set");
@@ -415,7 +431,8 @@ inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info
 
 // The coordinator pod: runs the program's lifecycle over the node pods; its exit code.
 inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& nodes,
-                               const options& o, const k8s_pod_role& r, output_printer& out) {
+                               const std::vector<colocation_group>& groups, const options& o,
+                               const k8s_pod_role& r, output_printer& out) {
   auto colon = o.coordinator.rfind(':');
   auto port = static_cast<std::uint16_t>(std::stoul(o.coordinator.substr(colon + 1)));
   std::string host = o.coordinator.substr(0, colon);
@@ -425,12 +442,20 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& no
   coordinator coord(nodes, o, out);
   coord.without_restarts("--launch=k8s: a node pod is not started again by the launcher");
   coord.use_secret(r.secret);
+  coord.colocate(groups);
   coord.listen(own ? *own : "0.0.0.0", port);
+  // Every member's place is its process's pod.
+  const auto total = detail::total_instances(nodes);
+  std::vector<std::size_t> pod_of(total);
+  auto processes = colocation_processes(groups, total);
+  for (std::size_t i = 0; i < processes.size(); ++i)
+    for (std::uint32_t f : processes[i]) pod_of[f] = i;
   std::vector<placement> places;
   std::uint32_t flat = 0;
   for (const auto& n : nodes)
     for (std::uint32_t i = 0; i < n.replicas; ++i, ++flat)
-      places.push_back({flat, fmt::format("{}/{}", n.name, i), fmt::format("{}-{}", job, flat)});
+      places.push_back(
+          {flat, fmt::format("{}/{}", n.name, i), fmt::format("{}-{}", job, pod_of[flat])});
   int code = coord.run(places,
                        [](const placement& pl, std::uint16_t, const std::vector<std::string>&,
                           child_callbacks cb) -> child_ptr {
@@ -440,7 +465,7 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& no
   auto registered = coord.time_to_registered().count();  // 0: not all of them did
   out.print("launcher", stream::err,
             fmt::format("the program ended with exit code {} ({} node pods{})", code,
-                        places.size(),
+                        processes.size(),
                         registered > 0 ? fmt::format("; all registered after {} ms", registered)
                                        : std::string()));
   return code;
@@ -480,10 +505,11 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
 inline int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
   try {
     auto nodes = p.describe(o.replicas);
-    auto r = k8s_pod_role_of(nodes, o);
+    auto groups = colocation_groups(nodes, p.colocated(), o);
+    auto r = k8s_pod_role_of(nodes, groups, o);
     if (r.coordinator) {
       output_printer out(parse_color_mode(o.color), o.log_dir);
-      return run_k8s_coordinator(nodes, o, r, out);
+      return run_k8s_coordinator(nodes, groups, o, r, out);
     }
     auto node = k8s_prepare_node(o, r);
     return node ? run_node_process(p, *node) : 3;
@@ -529,11 +555,8 @@ struct k8s_launcher {
   }
   static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
     auto nodes = p.describe(o.replicas);
-    // One pod per instance (the Job's completion index): a pod cannot host a group.
-    if (auto w = ignored_colocation_warning(colocation_groups(nodes, p.colocated(), o), "k8s");
-        !w.empty())
-      out.print("launcher", stream::err, w);
-    return write_k8s_manifests(nodes, o, out);
+    // One pod per node process: a colocation group's pod hosts all its members.
+    return write_k8s_manifests(nodes, colocation_groups(nodes, p.colocated(), o), o, out);
   }
 };
 static_assert(launcher<k8s_launcher>);

@@ -75,7 +75,8 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
   options o = given;
   if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank
     try {
-      o.role = slurm_task_role(p.describe(o.replicas));
+      auto nodes = p.describe(o.replicas);
+      o.role = slurm_task_role(nodes, colocation_groups(nodes, p.colocated(), o));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tlaunch: %s\n", e.what());
       return 2;

@@ -1,9 +1,11 @@
 // slurm: node processes as the tasks of one srun step, inside an allocation (an sbatch
 // script or salloc). The launcher is the coordinator, in the allocation's first process;
-// it starts one `srun` whose task r is instance r of the program (every replica of the
-// first node, then of the second, ...), placed by --distribution=arbitrary on the Slurm
-// node --place or round-robin chose; each task finds its role from SLURM_PROCID
-// (launch/slurm_task.hpp) and dials back as a local_mp node does.
+// it starts one `srun` whose task r is node process r of the program (colocation_processes:
+// an instance, or a colocation group at its first member's place, in program order; without
+// groups, instance r), placed by --distribution=arbitrary on the Slurm node --place or
+// round-robin chose; each task finds its role from SLURM_PROCID (launch/slurm_task.hpp;
+// the tasks get --colocate/--no-colocate to map ranks alike) and dials back as a local_mp
+// node does. A group's task hosts every member, each registering on its own connection.
 //
 // The launch secret reaches the tasks as it reaches every node process: one line on
 // stdin, which srun broadcasts to every task (its default --input=all). Nothing of it is
@@ -404,12 +406,16 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
       throw launch_error("--launch=slurm: host '" + h + "' is not a node of job " + job);
   if (auto w = largest_resources_warning(nodes, "slurm"); !w.empty())
     out.print("launcher", stream::err, w);
-  // One srun step of one task per instance: a task cannot host a group.
-  if (auto w = ignored_colocation_warning(colocation_groups(nodes, p.colocated(), o), "slurm");
-      !w.empty())
-    out.print("launcher", stream::err, w);
-  auto places = place_instances(nodes, o.place, hosts);
+  // One srun task per node process: a group's task hosts all its members.
+  auto groups = colocation_groups(nodes, p.colocated(), o);
+  std::uint32_t instances = 0;
+  for (auto& n : nodes) instances += n.replicas;
+  auto places = place_instances(nodes, o.place, hosts, colocation_leaders(groups, instances));
   if (places.empty()) throw launch_error("--launch=slurm: the program has no node instance");
+  auto processes = colocation_processes(groups, instances);
+  std::vector<std::uint32_t> rank_of(instances);  // flat id -> its process's task
+  for (std::uint32_t r = 0; r < processes.size(); ++r)
+    for (std::uint32_t f : processes[r]) rank_of[f] = r;
 
   // The task layout: line r is the node of task r.
   detail::private_temp_dir dir;
@@ -417,14 +423,15 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
   std::set<std::string> used;
   {
     std::ofstream f(hostfile);
-    for (const auto& pl : places) {
-      f << pl.host << '\n';
-      used.insert(pl.host);
+    for (const auto& members : processes) {
+      f << places[members[0]].host << '\n';
+      used.insert(places[members[0]].host);
     }
     if (!f) throw launch_error("--launch=slurm: cannot write " + hostfile);
   }
 
   coordinator coord(nodes, o, out);
+  coord.colocate(groups);
   coord.without_restarts("--launch=slurm starts every node in one srun step");
   coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
   std::string dial =
@@ -432,15 +439,18 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
   if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
   std::string exe = tlaunch::detail::self_exe<launch_error>();
   auto step = std::make_shared<detail::slurm_step>(
-      places.size(), [&out](std::string_view l) { out.print("srun", stream::err, l); });
+      processes.size(), [&out](std::string_view l) { out.print("srun", stream::err, l); });
+  std::size_t added = 0;
   std::chrono::steady_clock::time_point step_started;
 
   int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
                                    const std::vector<std::string>& tail, child_callbacks cb) {
-    step->add_task(pl.flat, std::move(cb));
-    if (pl.flat + 1 == places.size()) {  // the last instance: every task has its callbacks
+    // Called once per process, for its leader.
+    step->add_task(rank_of[pl.flat], std::move(cb));
+    if (++added == processes.size()) {  // the last process: every task has its callbacks
       std::vector<std::string> argv = {
-          "srun", fmt::format("--ntasks={}", places.size()), fmt::format("--nodes={}", used.size()),
+          "srun", fmt::format("--ntasks={}", processes.size()),
+          fmt::format("--nodes={}", used.size()),
           "--distribution=arbitrary", "--label", "--kill-on-bad-exit=0", "--job-name=tlaunch"};
       for (auto& a : detail::srun_resource_args(nodes)) argv.push_back(a);
       if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
@@ -449,20 +459,22 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
       argv.push_back(fmt::format("--tlaunch-coordinator={}:{}", dial, port));
       // Every task the same command line: the role comes from its rank.
       argv.push_back("--tlaunch-role=slurm");
+      for (const auto& c : o.colocate) argv.push_back(fmt::format("--colocate={}", c));
+      if (o.no_colocate) argv.push_back("--no-colocate");
       argv.insert(argv.end(), tail.begin() + 1, tail.end());
       local_child_options lo;
       lo.env = {{"SLURM_HOSTFILE", hostfile}};
       step_started = std::chrono::steady_clock::now();
       step->start(argv, lo);
     }
-    return std::make_unique<detail::slurm_task>(step, pl.flat, pl.host);
+    return std::make_unique<detail::slurm_task>(step, rank_of[pl.flat], pl.host);
   });
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
     auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     out.print("launcher", stream::err,
               fmt::format("timings: {} nodes on {} Slurm nodes of job {}; launcher start to srun "
                           "{} ms; to all registered {} ms; stop {} ms; total {} ms",
-                          places.size(), used.size(), job, ms(step_started - began),
+                          processes.size(), used.size(), job, ms(step_started - began),
                           coord.time_to_registered().count(), coord.time_to_stop().count(),
                           ms(std::chrono::steady_clock::now() - began)));
   }

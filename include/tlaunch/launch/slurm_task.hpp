@@ -13,43 +13,57 @@
 
 #include "../error.hpp"
 #include "../program.hpp"
+#include "colocation.hpp"
 
 namespace tlaunch::launch {
 
-// "name/i" of the instance whose flat index (its place in program order: every replica of
-// the first node, then of the second, ...) is `text`, a task rank or a completion index
-// read from the variable `var`. Throws launch_error when it names no instance.
-inline std::string role_of_flat_index(const std::vector<tlaunch::detail::node_info>& nodes,
-                                      const char* var, const std::string& text) {
-  std::uint64_t flat = 0;
+// The role of process `text` (colocation_processes: a task rank or a completion index read
+// from the variable `var`): "name/i" of a lone instance, "name/i,other/j,..." of a group.
+// Throws launch_error when it names no process.
+inline std::string role_of_process_index(const std::vector<tlaunch::detail::node_info>& nodes,
+                                         const std::vector<colocation_group>& groups,
+                                         const char* var, const std::string& text) {
+  std::uint64_t index = 0;
   try {
     std::size_t pos = 0;
-    flat = std::stoull(text, &pos);
+    index = std::stoull(text, &pos);
     if (pos != text.size() || text.front() == '-')
       throw std::invalid_argument("trailing characters");
   } catch (const std::exception&) {
-    throw launch_error(fmt::format("{}='{}' is not an instance index", var, text));
+    throw launch_error(fmt::format("{}='{}' is not a process index", var, text));
   }
-  std::uint64_t at = 0;
-  for (const auto& n : nodes) {
-    if (flat < at + n.replicas) return fmt::format("{}/{}", n.name, flat - at);
-    at += n.replicas;
+  std::uint32_t total = 0;
+  for (const auto& n : nodes) total += n.replicas;
+  auto processes = colocation_processes(groups, total);
+  if (index >= processes.size())
+    throw launch_error(fmt::format(
+        "{}={} names no node process: the program has {} (started with more tasks or pods "
+        "than processes?)",
+        var, index, processes.size()));
+  std::string role;
+  for (std::uint32_t f : processes[index]) {
+    std::uint32_t at = 0;
+    for (const auto& n : nodes) {
+      if (f < at + n.replicas) {
+        role.append(role.empty() ? "" : ",").append(fmt::format("{}/{}", n.name, f - at));
+        break;
+      }
+      at += n.replicas;
+    }
   }
-  throw launch_error(fmt::format(
-      "{}={} names no node instance: the program has {} (started with more tasks or pods "
-      "than instances?)",
-      var, flat, at));
+  return role;
 }
 
-// "name/i" of the instance whose flat index is this task's SLURM_PROCID. Throws
-// launch_error when the variable is missing or names no instance of the program.
-inline std::string slurm_task_role(const std::vector<tlaunch::detail::node_info>& nodes) {
+// The role of the process whose index is this task's SLURM_PROCID (role_of_process_index).
+// Throws launch_error when the variable is missing or names no process of the program.
+inline std::string slurm_task_role(const std::vector<tlaunch::detail::node_info>& nodes,
+                                   const std::vector<colocation_group>& groups = {}) {
   const char* rank = std::getenv("SLURM_PROCID");
   if (rank == nullptr)
     throw launch_error(
         "--tlaunch-role=slurm outside a Slurm task (no SLURM_PROCID); use --launch=slurm "
         "inside an allocation");
-  return role_of_flat_index(nodes, "SLURM_PROCID", rank);
+  return role_of_process_index(nodes, groups, "SLURM_PROCID", rank);
 }
 
 }  // namespace tlaunch::launch

@@ -119,7 +119,8 @@ Launch:
                            0: never); local_mp and ssh (repeatable)
   --colocate NAME[,NAME...]  host these nodes (all their replicas) or replicas
                            (NAME/INDEX) in one process, replacing the program's
-                           groups that name them; local_mp and ssh (repeatable)
+                           groups that name them (local_mp, ssh, slurm, k8s;
+                           repeatable)
   --no-colocate            ignore the program's colocation groups
   --threads=N              io threads per process (default: 2 for local_mt, 1 per
                            node process, where the thread that reads also replies)

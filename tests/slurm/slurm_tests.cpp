@@ -270,8 +270,10 @@ TEST_SUITE("slurm") {
     auto once = (dir.path / "crashed").string();
     ::setenv("FAULTY_TARGET_CRASH", "3", 1);
     ::setenv("FAULTY_ONCE", once.c_str(), 1);
-    auto r = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--", "calls", "6", marker}), 60s);
+    ::setenv("FAULTY_CALL_TIMEOUT", "40", 1);  // a new step can take seconds to start
+    auto r = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--", "calls", "6", marker}), 90s);
     ::unsetenv("FAULTY_TARGET_CRASH");
+    ::unsetenv("FAULTY_CALL_TIMEOUT");
     INFO(r.all);
     CHECK(r.code == 0);
     CHECK(has(r.all, "node target/0@node1 failed: killed by signal SIGABRT; restart 1 of at "
@@ -286,7 +288,7 @@ TEST_SUITE("slurm") {
     std::filesystem::remove(once);
     auto hung = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--heartbeat=0.5", "--restart",
                             "worker=1", "--", "stall", marker}),
-                    60s);
+                    90s);
     ::unsetenv("FAULTY_ONCE");
     INFO(hung.all);
     CHECK(hung.code == 0);

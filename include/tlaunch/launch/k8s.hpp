@@ -422,19 +422,19 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
                  ? fmt::format("# Pod 0 is the coordinator; every node process has a restart "
                                "policy and runs in {}-restart.\n",
                                k.name)
-                 : fmt::format("# Pods 0..{} are node processes {} (in program order; the others "
-                               "have a restart\n# policy and run in {}-restart); pod {} is the "
-                               "coordinator.\n",
-                               layout.main.size() - 2, list(layout.main, layout.main.size() - 1),
-                               k.name, layout.main.size() - 1))});
+                 : fmt::format("# Pod i < {0} is node process L[i], L = [{1}] (in program "
+                               "order; the others have a\n# restart policy and run in "
+                               "{2}-restart); pod {0} is the coordinator.\n",
+                               layout.main.size() - 1, list(layout.main, layout.main.size() - 1),
+                               k.name))});
     out.push_back(
         {"job-restart.yaml",
          job(k.name + "-restart", layout.restart.size(), layout.restarts, true,
-             fmt::format("# The node processes whose nodes have a restart policy: pods 0..{} are "
-                         "processes {}.\n# The kubelet restarts a failed container "
-                         "(restartPolicy OnFailure), at most {} times\n# in all (backoffLimit, "
+             fmt::format("# The node processes whose nodes have a restart policy: pod i is node "
+                         "process L[i],\n# L = [{1}]. The kubelet restarts a failed container "
+                         "(restartPolicy OnFailure), at most {2} times\n# in all (backoffLimit, "
                          "the sum of the policies); the coordinator applies each policy.\n",
-                         layout.restart.size() - 1, list(layout.restart, layout.restart.size()),
+                         layout.restart.size(), list(layout.restart, layout.restart.size()),
                          layout.restarts))});
   }
   return out;

@@ -13,7 +13,8 @@
 //   lines N           worker/0 logs N lines, then stops the program
 //   probe FILE        worker/0 waits until FILE exists, then calls target.ping(41) and stops
 //   calls N           worker/0 makes N good calls to target.ping, retrying one that fails as
-//                     unavailable (target restarting), then stops the program
+//                     unavailable (target restarting), then stops the program; each call's
+//                     deadline is 5 s, or FAULTY_CALL_TIMEOUT=SECONDS (a slow restart)
 //   colocation        every worker calls target.pid_of once and logs "colocation index=I
 //                     pid=P target_pid=T saves=S" (S: how often its argument was serialized),
 //                     then ends (tests of --colocate)
@@ -178,10 +179,13 @@ struct Worker {
       ctx.stop_program();
     } else if (mode == "calls") {
       int n = std::stoi(param), failed = 0;
+      std::chrono::seconds deadline(5);
+      if (const char* t = std::getenv("FAULTY_CALL_TIMEOUT"))
+        deadline = std::chrono::seconds(std::atoi(t));
       for (int i = 1; i <= n;) {
         bool ok = false;
         try {
-          auto r = co_await target.call<&Target::ping>(tlaunch::call_options{.timeout = 5s},
+          auto r = co_await target.call<&Target::ping>(tlaunch::call_options{.timeout = deadline},
                                                        std::int64_t{i});
           ctx.log("call {} -> {}", i, r);
           ok = true;

@@ -5,6 +5,7 @@
 // JOB_COMPLETION_INDEX, the Secret as a 0400 file at the mounted path (under a directory
 // standing for the container's root) and the coordinator's name mapped to 127.0.0.1.
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -200,6 +201,35 @@ std::vector<finished> run_as_pods(std::vector<std::string> program, std::vector<
   }
   return out;
 }
+
+// Checks the two Jobs of a program whose nodes have a restart policy, argv: the main Job's
+// name, the restart Job's expected backoffLimit, the files (raises on the first thing
+// wrong), and prints the restart Job's args, one "arg<TAB>value" a line, then "ok".
+constexpr const char* restart_check = R"PY(
+import sys, yaml
+jobs = {}
+for path in sys.argv[3:]:
+    with open(path) as f:
+        for d in yaml.safe_load_all(f):
+            if d and d["kind"] == "Job":
+                jobs[d["metadata"]["name"]] = d
+name = sys.argv[1]
+main, rest = jobs[name], jobs[name + "-restart"]
+ms, rs = main["spec"], rest["spec"]
+assert ms["template"]["spec"]["restartPolicy"] == "Never" and ms["backoffLimit"] == 0
+assert rs["template"]["spec"]["restartPolicy"] == "OnFailure", rs["template"]["spec"]
+assert rs["backoffLimit"] == int(sys.argv[2]), rs
+assert rs["completionMode"] == "Indexed" and rs["completions"] == rs["parallelism"]
+assert rs["template"]["spec"]["subdomain"] == ms["template"]["spec"]["subdomain"]
+assert rs["template"]["metadata"]["labels"] == ms["template"]["metadata"]["labels"]
+(mc,) = ms["template"]["spec"]["containers"]
+(rc,) = rs["template"]["spec"]["containers"]
+assert mc["command"] == rc["command"] and mc["env"] == rc["env"]
+assert "--tlaunch-role=k8s" in mc["args"] and "--tlaunch-role=k8s-restart" in rc["args"]
+print("completions\t%d" % rs["completions"])
+for a in rc["args"]: print("arg\t" + a)
+print("ok")
+)PY";
 
 }  // namespace
 
@@ -446,5 +476,83 @@ TEST_SUITE("k8s") {
     CHECK(alone[0].code == 3);
     CHECK(has(alone[0].err, "the coordinator at 127.0.0.1:"));
     CHECK(has(alone[0].err, "did not listen within 0.5 s"));
+  }
+
+  TEST_CASE("restart: a node with a policy runs in an OnFailure Job; its failed pod comes back") {
+    // faulty: target has a restart policy (3 within 60 s), worker none. target/0 is the pod
+    // of tlaunch-faulty-restart (restartPolicy OnFailure, backoffLimit 3); the workers and
+    // the coordinator are the main Job's 3 pods (Never).
+    tlaunch::test_support::temp_dir dir("tlaunch-k8s");
+    auto files = dir.path / "manifests";
+    auto gen = run({TLAUNCH_FAULTY_EXE, "--launch=k8s", "--k8s-image=app:1",
+                    fmt::format("--k8s-out={}", files.string()),
+                    fmt::format("--k8s-port={}", free_port()), "--", "calls", "6"});
+    INFO(gen.all);
+    REQUIRE(gen.code == 0);
+    std::vector<std::string> paths = {(files / "job.yaml").string(),
+                                      (files / "service.yaml").string(),
+                                      (files / "secret.yaml").string()};
+    auto f = check_shape(dir.path, paths);
+    CHECK(one_of(f, "completions") == "3");
+    auto script = dir.path / "restart_check.py";
+    std::ofstream(script) << restart_check;
+    auto checked = run({"/usr/bin/python3", script.string(), "tlaunch-faulty", "3",
+                        (files / "job.yaml").string(), (files / "job-restart.yaml").string()},
+                       30s);
+    INFO(checked.all);
+    REQUIRE(checked.code == 0);
+    REQUIRE(has(checked.out, "completions\t1\n"));
+    std::vector<std::string> main_argv = {one_of(f, "command")}, restart_argv = main_argv;
+    for (auto& a : all_of(f, "arg")) main_argv.push_back(a);
+    std::istringstream lines(checked.out);
+    for (std::string l; std::getline(lines, l);)
+      if (l.rfind("arg\t", 0) == 0) restart_argv.push_back(l.substr(4));
+
+    // --restart target=0 takes the policy away: one Job, as without policies.
+    auto off = run({TLAUNCH_FAULTY_EXE, "--launch=k8s", "--k8s-image=app:1", "--restart",
+                    "target=0", fmt::format("--k8s-out={}", (dir.path / "off").string())});
+    CHECK(off.code == 0);
+    CHECK_FALSE(std::filesystem::exists(dir.path / "off" / "job-restart.yaml"));
+    CHECK(has(read_file((dir.path / "off" / "job.yaml").string()), "restartPolicy: Never"));
+
+    // The pods, as in run_as_pods; target aborts on its 3rd call, once.
+    auto secret = dir.path / "root" / one_of(f, "secret_file").substr(1);
+    std::filesystem::create_directories(secret.parent_path());
+    std::ofstream(secret) << one_of(f, "secret");
+    std::filesystem::permissions(secret, std::filesystem::perms::owner_read);
+    auto once = (dir.path / "crashed").string();
+    ::setenv("TLAUNCH_SECRET_FILE", secret.c_str(), 1);
+    ::setenv("TLAUNCH_K8S_HOSTS", (one_of(f, "coordinator_host") + "=127.0.0.1").c_str(), 1);
+    ::setenv("FAULTY_TARGET_CRASH", "3", 1);
+    ::setenv("FAULTY_ONCE", once.c_str(), 1);
+    std::vector<std::unique_ptr<process>> pods;
+    for (int i = 0; i < 3; ++i) {
+      ::setenv("JOB_COMPLETION_INDEX", std::to_string(i).c_str(), 1);
+      pods.push_back(std::make_unique<process>(main_argv));
+    }
+    ::setenv("JOB_COMPLETION_INDEX", "0", 1);
+    auto target = std::make_unique<process>(restart_argv);
+    // This test plays the kubelet: the restart Job's container exited non-zero, so it is
+    // started again in "the same pod": the same command, args, environment and index.
+    int first = target->wait_or_kill(60s);
+    INFO(target->all());
+    CHECK(first == 128 + SIGABRT);
+    auto again = std::make_unique<process>(restart_argv);
+    for (const char* k : {"TLAUNCH_SECRET_FILE", "TLAUNCH_K8S_HOSTS", "JOB_COMPLETION_INDEX",
+                          "FAULTY_TARGET_CRASH", "FAULTY_ONCE"})
+      ::unsetenv(k);
+    CHECK(again->wait_or_kill(60s) == 0);
+    for (auto& p : pods) {
+      int code = p->wait_or_kill(60s);
+      INFO(p->all());
+      CHECK(code == 0);
+    }
+    const std::string coordinator = pods[2]->all();
+    INFO(coordinator);
+    CHECK(has(pods[0]->out(), "6 good calls"));
+    CHECK(has(coordinator, "node target/0@tlaunch-faulty-restart-0 failed: its connection closed"));
+    CHECK(has(coordinator, "restart 1 of at most 3 within 60 s, awaiting its new process"));
+    CHECK(has(coordinator, "node target/0@tlaunch-faulty-restart-0 restarted: registered "));
+    CHECK(has(coordinator, "the program ended with exit code 0"));
   }
 }

@@ -260,6 +260,44 @@ TEST_SUITE("slurm") {
     CHECK(none_left(marker, 20s));
   }
 
+  TEST_CASE("restart: a task that crashes, or hangs, comes back as a one-task step; exit 0") {
+    // target (policy: 3 restarts) aborts on its 3rd call, once: srun reports the task, the
+    // first step goes on, and target/0 starts again as a step of its own on node1; worker/0
+    // retries the call that failed and makes all 6. The file is shared: one machine.
+    use_cluster();
+    auto marker = unique_marker("slurm-restart");
+    tlaunch::test_support::temp_dir dir("tlaunch-slurm-test");
+    auto once = (dir.path / "crashed").string();
+    ::setenv("FAULTY_TARGET_CRASH", "3", 1);
+    ::setenv("FAULTY_ONCE", once.c_str(), 1);
+    ::setenv("FAULTY_CALL_TIMEOUT", "40", 1);  // a new step can take seconds to start
+    auto r = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--", "calls", "6", marker}), 90s);
+    ::unsetenv("FAULTY_TARGET_CRASH");
+    ::unsetenv("FAULTY_CALL_TIMEOUT");
+    INFO(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.all, "node target/0@node1 failed: killed by signal SIGABRT; restart 1 of at "
+                     "most 3 within 60 s, in 100 ms"));
+    CHECK(has(r.all, "node target/0@node1 restarted: registered "));
+    CHECK(has(r.all, "[worker/0@node2] 6 good calls"));
+    CHECK(none_left(marker, 20s));
+
+    // worker/0 (task 1, on node2) stops itself with SIGSTOP once: the heartbeat finds it
+    // silent and the launcher kills that task alone (its pid, on its node), not the step;
+    // the new worker/0 stops the program.
+    std::filesystem::remove(once);
+    auto hung = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--heartbeat=0.5", "--restart",
+                            "worker=1", "--", "stall", marker}),
+                    90s);
+    ::unsetenv("FAULTY_ONCE");
+    INFO(hung.all);
+    CHECK(hung.code == 0);
+    CHECK(has(hung.all, "stopped answering (killed by signal SIGKILL); restart 1 of at most 1"));
+    CHECK(has(hung.all, "[worker/0@node2] restarted after a stall"));
+    CHECK_FALSE(has(hung.all, "killing the step"));
+    CHECK(none_left(marker, 20s));
+  }
+
   TEST_CASE("--env gives each replica its variables under local_mp and slurm; local_mt refuses") {
     std::vector<std::string> env = {"--replicas", "runner=2", "--env", "runner:TAG=r{index}x",
                                     "--",         "echo tag=$TAG"};

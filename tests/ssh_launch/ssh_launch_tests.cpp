@@ -624,17 +624,24 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::all_gone(pids, 10s));
     CHECK_FALSE(fs::exists(fs::temp_directory_path() / session));  // the windows' files
 
-    // A program that ends by itself leaves its windows readable until the session is closed.
+    // A program that ends by itself leaves its windows readable until the session is closed;
+    // a restarted instance (worker/1 crashes once, its new process stops the program) keeps
+    // its window: both processes' lines in it, and no third window.
     ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
-    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-terminal=tmux"},
-                                {"where"}),
+    std::string once = "/tmp/" + it::unique_marker("tmux-restart");
+    auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
+                                {"--ssh-terminal=tmux", "--restart=worker=1"}, {"restart", once}),
                      60s);
+    ::unlink(once.c_str());
     CAPTURE(r.all);
     CHECK(r.code == 0);
     auto at = r.err.find("[launcher] tmux session ");
     REQUIRE(at != std::string::npos);
     const std::string ended = r.err.substr(at + 24, r.err.find(',', at) - at - 24);
-    CHECK(shows(ended, "worker/1", "reached at 127.0.0.3"));
+    CHECK(shows(ended, "worker/1", "back after a restart"));
+    CHECK(shows(ended, "worker/1", "--- restarted ---"));
+    auto windows = it::run({"/usr/bin/tmux", "list-windows", "-t", ended, "-F", "#W"}, 10s);
+    CHECK(windows.out == "worker/0\nworker/1\n");
     CHECK(it::run({"/usr/bin/tmux", "kill-session", "-t", ended}, 10s).code == 0);
     ::unsetenv("TMUX_TMPDIR");
   }

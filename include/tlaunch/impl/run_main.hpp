@@ -41,7 +41,8 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
   }
   try {
     if (o.agent) return launch::run_agent(launch::stopped_limit(o));
-    if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
+    // a pod of --launch=k8s's Job, or of its restart Job
+    if (o.role == "k8s" || o.role == "k8s-restart") return launch::run_k8s_pod(p, o);
     if (!o.role.empty()) return launch::run_node_process(p, o);
     auto nodes = p.describe(o.replicas);
     launch::check_env_nodes(nodes, o);

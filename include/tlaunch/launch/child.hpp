@@ -63,6 +63,9 @@ class child {
   // The process's connection to the coordinator closed: a child that cannot see its
   // process end (a Kubernetes pod) takes this as its end.
   virtual void connection_closed() {}
+  // The process registered with the coordinator, giving its pid: a child that cannot
+  // signal its process otherwise (a task of an srun step shared with others) kills it so.
+  virtual void registered(long /*pid*/) {}
 };
 
 using child_ptr = std::unique_ptr<child>;

@@ -111,16 +111,10 @@ class coordinator final : public rpc::connection_sink {
     return acceptor_.local_endpoint().port();
   }
 
-  // A launcher that cannot start one instance again (one srun step for all): restart
-  // policies are ignored, with a warning when the program or --restart set one.
-  void without_restarts(const std::string& why) {
-    bool any = false;
-    for (auto& s : slots_) {
-      any = any || s.budget.max() > 0;
-      s.budget = restart_budget();
-    }
-    if (any) out_.print("launcher", stream::err, "restart policies are ignored: " + why);
-  }
+  // Processes are started again by the platform, not by spawn (a k8s pod's container,
+  // which the kubelet restarts): a failure the policy allows is announced and the
+  // instance's registration awaited at once, without the backoff (the platform has its own).
+  void external_restarts() { external_restarts_ = true; }
 
   // One process for each group, which its first instance's place and spawn stand for;
   // call before run().
@@ -212,8 +206,8 @@ class coordinator final : public rpc::connection_sink {
       c->close(std::string("malformed control frame: ") + e.what());
       return;
     }
-    asio::post(io_, [this, c, type = h.type, flat, address, text, f] {
-      on_control_frame(c, type, flat, address, text, static_cast<fault>(f));
+    asio::post(io_, [this, c, type = h.type, flat, address, pid, text, f] {
+      on_control_frame(c, type, flat, address, pid, text, static_cast<fault>(f));
     });
   }
   void on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) override {
@@ -363,10 +357,12 @@ class coordinator final : public rpc::connection_sink {
       }
       x.lost_timer.reset();
     }
+    if (external_restarts_) wait = std::chrono::milliseconds(0);
     out_.print("launcher", stream::err,
-               fmt::format("node {} failed: {}; restart {} of at most {}{}, in {} ms", s.where,
+               fmt::format("node {} failed: {}; restart {} of at most {}{}, {}", s.where,
                            s.replace_reason, s.budget.count(), s.budget.max(), within(s.budget),
-                           wait.count()));
+                           external_restarts_ ? std::string("awaiting its new process")
+                                              : fmt::format("in {} ms", wait.count())));
     if (s.conn) s.conn->close("its node is being restarted");
     s.conn.reset();
     if (!s.address.empty()) {
@@ -425,7 +421,8 @@ class coordinator final : public rpc::connection_sink {
   }
 
   void on_control_frame(const std::shared_ptr<rpc::connection>& c, wire::kind type,
-                        std::uint32_t flat, const std::string& address, const std::string& text,
+                        std::uint32_t flat, const std::string& address, std::int64_t pid,
+                        const std::string& text,
                         fault f) {
     slot* s = nullptr;
     for (auto& x : slots_)
@@ -437,6 +434,8 @@ class coordinator final : public rpc::connection_sink {
       }
       slots_[flat].conn = c;
       slots_[flat].address = address;
+      if (auto& leader = slots_[slots_[flat].leader]; leader.proc && !leader.exited)
+        leader.proc->registered(static_cast<long>(pid));
       if (life_.stopping()) return send_stop(slots_[flat]);
       if (slots_[flat].gen > 0 && slots_[flat].leader == flat)  // a group: said once
         out_.print("launcher", stream::err,
@@ -688,7 +687,7 @@ class coordinator final : public rpc::connection_sink {
   std::uint16_t port_ = 0;
   std::string secret_line_;
   std::size_t registered_ = 0, alive_ = 0, runs_left_ = 0;
-  bool directory_sent_ = false, stop_all_done_ = false;
+  bool directory_sent_ = false, stop_all_done_ = false, external_restarts_ = false;
   lifecycle life_;
   std::chrono::steady_clock::time_point started_at_;
   std::chrono::milliseconds registered_after_{0}, stopped_after_{0};

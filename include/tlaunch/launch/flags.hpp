@@ -125,7 +125,7 @@ Launch:
 )" + types + R"(  --replicas NAME=N[,...]  override a node's replica count (repeatable)
   --restart NAME=N[,...]   restart a failed instance of node NAME in a fresh process
                            up to N times within its policy's window (default 60 s;
-                           0: never); local_mp and ssh (repeatable)
+                           0: never); local_mp, ssh, slurm and k8s (repeatable)
   --colocate NAME[,NAME...]  host these nodes (all their replicas) or replicas
                            (NAME/INDEX) in one process, replacing the program's
                            groups that name them (local_mp, ssh, slurm, k8s;

@@ -32,6 +32,12 @@
 // itself; resource hints become the template's requests and limits, the largest of any
 // node. TLAUNCH_K8S_HOSTS="name=ip,..." makes a pod resolve those names to those addresses
 // (as /etc/hosts entries would): the tests run the pods on one machine with it.
+//
+// Restarts: the processes whose instances all have a restart policy run in a second
+// Indexed Job, <name>-restart (k8s_layout), with restartPolicy OnFailure: the kubelet
+// restarts a failed container in its pod, and the coordinator (external_restarts) counts
+// the loss of its connection against the policy and takes its next registration as the
+// restart. The main Job keeps Never and backoffLimit 0, and the coordinator its last index.
 #pragma once
 
 #include <arpa/inet.h>
@@ -244,25 +250,60 @@ inline k8s_settings k8s_settings_of(const options& o) {
   return k;
 }
 
-// "<job>-<N>.<service>:<port>": where every pod reaches the coordinator.
-// `processes`: how many node pods (colocation_processes), the coordinator's index.
-inline std::string k8s_coordinator_address(std::size_t processes, const k8s_settings& k) {
-  return fmt::format("{}-{}.{}:{}", k.name, processes, k.name, k.port);
+// Which Job runs which node process. Processes whose every instance has a restart policy
+// (after --restart) run in a second Job, `<name>-restart`, whose pods have restartPolicy
+// OnFailure: the kubelet restarts a failed container in the same pod, and the coordinator
+// takes its new registration as the restart (counted against the policy). The others and
+// the coordinator stay in the main Job (restartPolicy Never, backoffLimit 0). Without any
+// policy there is no second Job and completion index i is process i.
+struct k8s_layout {
+  std::vector<std::uint32_t> main;     // completion index -> process; the last: the coordinator
+  std::vector<std::uint32_t> restart;  // completion index of <name>-restart -> process
+  std::uint32_t restarts = 0;          // the restart Job's backoffLimit: the policies' sum
+};
+inline k8s_layout k8s_layout_of(const std::vector<tlaunch::detail::node_info>& nodes,
+                                const std::vector<colocation_group>& groups, const options& o) {
+  auto with = nodes;
+  apply_restart_flags(with, o);
+  std::vector<std::uint32_t> max_of;  // flat id -> its node's max_restarts
+  for (const auto& n : with)
+    for (std::uint32_t r = 0; r < n.replicas; ++r) max_of.push_back(n.restart.max_restarts);
+  auto processes = colocation_processes(groups, static_cast<std::uint32_t>(max_of.size()));
+  k8s_layout l;
+  for (std::uint32_t i = 0; i < processes.size(); ++i) {
+    std::uint32_t most = UINT32_MAX;  // a group restarts only when every member may
+    for (std::uint32_t f : processes[i]) most = std::min(most, max_of[f]);
+    if (most > 0 && most != UINT32_MAX) {
+      l.restart.push_back(i);
+      l.restarts += most;
+    } else {
+      l.main.push_back(i);
+    }
+  }
+  l.main.push_back(static_cast<std::uint32_t>(processes.size()));
+  return l;
 }
 
-// The container's args: the pod role, the coordinator, the flags every process of the
-// program must see, each node's environment as --env flags, then the program's arguments.
-// --colocate and --no-colocate go along: every pod maps its index to a process as the
-// manifests did.
+// "<job>-<C>.<service>:<port>": where every pod reaches the coordinator, the main Job's pod
+// of completion index C (its last; without a restart Job, the number of node processes).
+inline std::string k8s_coordinator_address(std::size_t coordinator_index, const k8s_settings& k) {
+  return fmt::format("{}-{}.{}:{}", k.name, coordinator_index, k.name, k.port);
+}
+
+// The container's args: the pod role (k8s-restart in the restart Job), the coordinator,
+// the flags every process of the program must see, each node's environment as --env flags,
+// then the program's arguments. --colocate, --no-colocate and --restart go along: every pod
+// maps its index to a process as the manifests did, and the coordinator applies --restart.
 inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::detail::node_info>& nodes,
-                                             std::size_t processes, const options& o,
-                                             const k8s_settings& k) {
+                                             std::size_t coordinator_index, const options& o,
+                                             const k8s_settings& k, bool restart_job = false) {
   std::vector<std::string> args = {
-      "--tlaunch-role=k8s",
-      fmt::format("--tlaunch-coordinator={}", k8s_coordinator_address(processes, k)),
+      restart_job ? "--tlaunch-role=k8s-restart" : "--tlaunch-role=k8s",
+      fmt::format("--tlaunch-coordinator={}", k8s_coordinator_address(coordinator_index, k)),
       fmt::format("--start-timeout={}", static_cast<double>(o.start_timeout.count()) / 1000.0)};
   for (const auto& c : o.colocate) args.push_back(fmt::format("--colocate={}", c));
   if (o.no_colocate) args.push_back("--no-colocate");
+  for (const auto& [name, n] : o.restart) args.push_back(fmt::format("--restart={}={}", name, n));
   auto tail = std::find(o.passthrough.begin(), o.passthrough.end(), "--");
   for (auto it = o.passthrough.begin(); it != tail; ++it)
     if (it->rfind("--env=", 0) != 0) args.push_back(*it);  // --env: merged below
@@ -286,8 +327,8 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
                                                const options& o, const k8s_settings& k,
                                                std::string_view secret_hex) {
   using detail::yaml_quote;
-  const auto processes = colocation_processes(groups, detail::total_instances(nodes)).size();
-  const auto pods = processes + 1;
+  const auto layout = k8s_layout_of(nodes, groups, o);
+  const auto pods = layout.main.size() + layout.restart.size();
   const std::string labels = fmt::format(
       "    app.kubernetes.io/name: {}\n    app.kubernetes.io/managed-by: tlaunch\n", k.name);
   auto meta = [&](std::string_view name) {
@@ -316,9 +357,12 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
                                "spec:\n  minMember: {}\n",
                                pods, meta(k.name), pods)});
 
-  std::string args;
-  for (const auto& a : k8s_pod_args(nodes, processes, o, k))
-    args += fmt::format("        - {}\n", yaml_quote(a));
+  auto args_of = [&](bool restart_job) {
+    std::string args;
+    for (const auto& a : k8s_pod_args(nodes, layout.main.size() - 1, o, k, restart_job))
+      args += fmt::format("        - {}\n", yaml_quote(a));
+    return args;
+  };
   std::string resources;
   if (auto r = largest_resources(nodes); r.any()) {
     std::string each;
@@ -334,27 +378,65 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
     annotations =
         fmt::format("      annotations:\n        scheduling.k8s.io/group-name: {}\n", k.name);
   }
-  out.push_back(
-      {"job.yaml",
-       fmt::format(
-           "# Pod i < {0} is node process i (an instance, or a colocation group at its first\n"
-           "# member's place, in program order); pod {0} is the coordinator.\n"
-           "apiVersion: batch/v1\nkind: Job\n{1}spec:\n"
-           "  completionMode: Indexed\n  completions: {2}\n  parallelism: {2}\n"
-           "  backoffLimit: 0\n"
-           "  template:\n    metadata:\n      labels:\n        tlaunch/job: {3}\n{4}"
-           "    spec:\n      restartPolicy: Never\n      subdomain: {3}\n{5}"
-           "      containers:\n      - name: node\n        image: {6}\n"
-           "        command:\n        - {7}\n        args:\n{8}"
-           "        env:\n        - name: TLAUNCH_SECRET_FILE\n          value: {9}\n"
-           "        ports:\n        - name: coordinator\n          containerPort: {10}\n{11}"
-           "        volumeMounts:\n        - name: launch-secret\n          mountPath: {12}\n"
-           "          readOnly: true\n"
-           "      volumes:\n      - name: launch-secret\n        secret:\n"
-           "          secretName: {3}-secret\n          defaultMode: 256  # 0400\n",
-           pods - 1, meta(k.name), pods, k.name, annotations, scheduling, yaml_quote(k.image),
-           yaml_quote(k.binary), args, yaml_quote(std::string(k8s_secret_dir) + "/secret"), k.port,
-           resources, k8s_secret_dir)});
+  // One Job, or two (see k8s_layout): the same pod template but for the role and the
+  // restart policy.
+  auto job = [&](const std::string& name, std::size_t completions, std::uint32_t backoff,
+                 bool restart_job, const std::string& comment) {
+    return fmt::format(
+        "{0}apiVersion: batch/v1\nkind: Job\n{1}spec:\n"
+        "  completionMode: Indexed\n  completions: {2}\n  parallelism: {2}\n"
+        "  backoffLimit: {13}\n"
+        "  template:\n    metadata:\n      labels:\n        tlaunch/job: {3}\n{4}"
+        "    spec:\n      restartPolicy: {14}\n      subdomain: {3}\n{5}"
+        "      containers:\n      - name: node\n        image: {6}\n"
+        "        command:\n        - {7}\n        args:\n{8}"
+        "        env:\n        - name: TLAUNCH_SECRET_FILE\n          value: {9}\n"
+        "        ports:\n        - name: coordinator\n          containerPort: {10}\n{11}"
+        "        volumeMounts:\n        - name: launch-secret\n          mountPath: {12}\n"
+        "          readOnly: true\n"
+        "      volumes:\n      - name: launch-secret\n        secret:\n"
+        "          secretName: {3}-secret\n          defaultMode: 256  # 0400\n",
+        comment, meta(name), completions, k.name, annotations, scheduling, yaml_quote(k.image),
+        yaml_quote(k.binary), args_of(restart_job),
+        yaml_quote(std::string(k8s_secret_dir) + "/secret"), k.port, resources, k8s_secret_dir,
+        backoff, restart_job ? "OnFailure" : "Never");
+  };
+  auto list = [](const std::vector<std::uint32_t>& v, std::size_t n) {
+    std::string s;
+    for (std::size_t i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", v[i]);
+    return s;
+  };
+  if (layout.restart.empty())
+    out.push_back(
+        {"job.yaml",
+         job(k.name, pods, 0, false,
+             fmt::format("# Pod i < {0} is node process i (an instance, or a colocation group at "
+                         "its first\n# member's place, in program order); pod {0} is the "
+                         "coordinator.\n",
+                         pods - 1))});
+  else {
+    out.push_back(
+        {"job.yaml",
+         job(k.name, layout.main.size(), 0, false,
+             layout.main.size() == 1
+                 ? fmt::format("# Pod 0 is the coordinator; every node process has a restart "
+                               "policy and runs in {}-restart.\n",
+                               k.name)
+                 : fmt::format("# Pod i < {0} is node process L[i], L = [{1}] (in program "
+                               "order; the others have a\n# restart policy and run in "
+                               "{2}-restart); pod {0} is the coordinator.\n",
+                               layout.main.size() - 1, list(layout.main, layout.main.size() - 1),
+                               k.name))});
+    out.push_back(
+        {"job-restart.yaml",
+         job(k.name + "-restart", layout.restart.size(), layout.restarts, true,
+             fmt::format("# The node processes whose nodes have a restart policy: pod i is node "
+                         "process L[i],\n# L = [{1}]. The kubelet restarts a failed container "
+                         "(restartPolicy OnFailure), at most {2} times\n# in all (backoffLimit, "
+                         "the sum of the policies); the coordinator applies each policy.\n",
+                         layout.restart.size(), list(layout.restart, layout.restart.size()),
+                         layout.restarts))});
+  }
   return out;
 }
 
@@ -402,7 +484,8 @@ struct k8s_pod_role {
   std::vector<std::uint8_t> secret;
 };
 
-// From JOB_COMPLETION_INDEX and TLAUNCH_SECRET_FILE; a launch_error when either is wrong.
+// From JOB_COMPLETION_INDEX (of the main Job, or with --tlaunch-role=k8s-restart of the
+// restart Job: k8s_layout) and TLAUNCH_SECRET_FILE; a launch_error when either is wrong.
 inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info>& nodes,
                                     const std::vector<colocation_group>& groups,
                                     const options& o) {
@@ -411,10 +494,27 @@ inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info
   if (index == nullptr)
     throw launch_error("--tlaunch-role=k8s outside an Indexed Job's pod (no JOB_COMPLETION_INDEX)");
   auto processes = colocation_processes(groups, detail::total_instances(nodes)).size();
-  if (std::to_string(processes) == index)
+  auto layout = k8s_layout_of(nodes, groups, o);
+  const auto& job = o.role == "k8s-restart" ? layout.restart : layout.main;
+  // The completion index as the process it stands for (role_of_process_index's checks).
+  std::string process = index;
+  std::optional<unsigned long> i;
+  try {
+    std::size_t pos = 0;
+    if (!process.empty() && process.front() != '-') i = std::stoul(process, &pos);
+    if (pos != process.size()) i.reset();
+  } catch (const std::exception&) {
+  }
+  if (i && *i >= job.size())
+    throw launch_error(fmt::format(
+        "JOB_COMPLETION_INDEX={} names no node process: the Job{} has {} pods (started with "
+        "more pods than its completions?)",
+        index, o.role == "k8s-restart" ? " of the restart policies" : "", job.size()));
+  if (i) process = std::to_string(job[*i]);
+  if (std::to_string(processes) == process)
     r.coordinator = true;
   else
-    r.role = role_of_process_index(nodes, groups, "JOB_COMPLETION_INDEX", index);
+    r.role = role_of_process_index(nodes, groups, "JOB_COMPLETION_INDEX", process);
   r.coordinator_address = detail::k8s_mapped_address(o.coordinator);
   const char* file = std::getenv("TLAUNCH_SECRET_FILE");
   if (file == nullptr) throw launch_error("--tlaunch-role=k8s: TLAUNCH_SECRET_FILE is not set");
@@ -440,22 +540,26 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& no
   std::string job = pod.substr(0, pod.rfind('-'));
   auto own = detail::k8s_host_override(host);
   coordinator coord(nodes, o, out);
-  coord.without_restarts("--launch=k8s: a node pod is not started again by the launcher");
+  // A failed pod of the restart Job comes back by the kubelet (restartPolicy OnFailure).
+  coord.external_restarts();
   coord.use_secret(r.secret);
   coord.colocate(groups);
   coord.listen(own ? *own : "0.0.0.0", port);
-  // Every member's place is its process's pod.
+  // Every member's place is its process's pod: "<job>-<i>", or "<job>-restart-<i>".
   const auto total = detail::total_instances(nodes);
-  std::vector<std::size_t> pod_of(total);
+  std::vector<std::string> pod_of(total);
   auto processes = colocation_processes(groups, total);
-  for (std::size_t i = 0; i < processes.size(); ++i)
-    for (std::uint32_t f : processes[i]) pod_of[f] = i;
+  auto layout = k8s_layout_of(nodes, groups, o);
+  for (std::size_t i = 0; i + 1 < layout.main.size(); ++i)
+    for (std::uint32_t f : processes[layout.main[i]]) pod_of[f] = fmt::format("{}-{}", job, i);
+  for (std::size_t i = 0; i < layout.restart.size(); ++i)
+    for (std::uint32_t f : processes[layout.restart[i]])
+      pod_of[f] = fmt::format("{}-restart-{}", job, i);
   std::vector<placement> places;
   std::uint32_t flat = 0;
   for (const auto& n : nodes)
     for (std::uint32_t i = 0; i < n.replicas; ++i, ++flat)
-      places.push_back(
-          {flat, fmt::format("{}/{}", n.name, i), fmt::format("{}-{}", job, pod_of[flat])});
+      places.push_back({flat, fmt::format("{}/{}", n.name, i), pod_of[flat]});
   int code = coord.run(places,
                        [](const placement& pl, std::uint16_t, const std::vector<std::string>&,
                           child_callbacks cb) -> child_ptr {

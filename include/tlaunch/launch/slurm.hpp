@@ -16,12 +16,19 @@
 // Ctrl-C) ends every task; what outlives the grace period is killed by killing srun,
 // which makes slurmstepd kill the whole step; srun itself dies with the launcher
 // (PR_SET_PDEATHSIG), and scancel ends the job, launcher and step with it.
+//
+// Restarts: one task's end never ends the step (--kill-on-bad-exit=0, and with a restart
+// policy --wait=0). A failed instance whose policy allows it starts again as a step of one
+// task on the same Slurm node (srun --jobid --overlap --nodes=1 --ntasks=1 --nodelist),
+// with its role on its command line and the secret on its stdin; such a step ends as the
+// first does, by its stdin's EOF or by killing its srun.
 #pragma once
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -196,10 +203,20 @@ inline std::optional<srun_task_report> parse_srun_task_report(std::string_view l
 // One srun step whose tasks are node processes. The coordinator sees each task as a
 // child (slurm_task below); they share srun's stdin (broadcast to every task), its
 // output (demultiplexed by srun's --label "rank: " prefix) and its end.
+//
+// One task may end or be replaced while the others run (restarts): its stop goes on its
+// connection, and srun's stdin closes only once every task was told to stop or has ended;
+// a kill of one task, while others run on, is a `kill -KILL` of its registered pid on its
+// Slurm node by a one-task helper step (srun --overlap), since srun can signal only the
+// whole step. Once every task was told to stop, a kill kills srun, which ends the step.
 class slurm_step {
  public:
-  slurm_step(std::size_t tasks, std::function<void(std::string_view)> srun_line)
-      : tasks_(tasks), exited_(tasks, false), srun_line_(std::move(srun_line)) {}
+  // hosts: the Slurm node of each task; job: the allocation's job id.
+  slurm_step(std::vector<std::string> hosts, std::string job,
+             std::function<void(std::string_view)> srun_line)
+      : tasks_(hosts.size()), exited_(hosts.size(), false), told_(hosts.size(), false),
+        killing_(hosts.size(), false), pids_(hosts.size(), -1), hosts_(std::move(hosts)),
+        job_(std::move(job)), srun_line_(std::move(srun_line)) {}
 
   void add_task(std::uint32_t rank, child_callbacks cb) {
     std::lock_guard lk(mu_);
@@ -236,15 +253,36 @@ class slurm_step {
     else
       pending_stdin_ = std::string(data);
   }
-  void close_stdin() {
+  // Task `rank` is told to stop (its stop message went on its connection); srun's stdin,
+  // every task's, closes once no task runs that was not told.
+  void close_stdin(std::uint32_t rank) {
     std::lock_guard lk(mu_);
+    told_.at(rank) = true;
+    if (stdin_closed_ || !all_told()) return;
     stdin_closed_ = true;
     if (srun_) srun_->close_stdin();
   }
-  // Killing srun kills the step: slurmstepd ends every task when srun goes away.
-  void kill() {
+  void registered(std::uint32_t rank, long pid) {
     std::lock_guard lk(mu_);
-    if (srun_) srun_->kill();
+    pids_.at(rank) = pid;
+  }
+  // Kills task `rank`: the whole step (killing srun makes slurmstepd end every task) when
+  // every task was told to stop or it is the only one; else that task alone.
+  void kill(std::uint32_t rank) {
+    long pid = -1;
+    {
+      std::lock_guard lk(mu_);
+      if (tasks_.size() > 1 && !all_told()) {
+        if (exited_.at(rank) || killing_.at(rank)) return;
+        pid = pids_.at(rank);
+        killing_[rank] = true;
+      }
+      if (pid <= 0) {
+        if (srun_) srun_->kill();
+        return;
+      }
+    }
+    kill_one(rank, pid);
   }
   bool running(std::uint32_t rank) const {
     std::lock_guard lk(mu_);
@@ -252,6 +290,58 @@ class slurm_step {
   }
 
  private:
+  bool all_told() const {  // mu_ held
+    for (std::size_t r = 0; r < told_.size(); ++r)
+      if (!told_[r] && !exited_[r]) return false;
+    return true;
+  }
+
+  // `kill -KILL pid` on the task's node, in a one-task step that overlaps this one. srun
+  // reports a task it kills; one that was gone already had exited 0 (srun reports only
+  // the others). If the helper cannot run, the whole step is killed: a kill must end it.
+  void kill_one(std::uint32_t rank, long pid) {
+    std::vector<std::string> argv = {"srun",
+                                     "--jobid=" + job_,
+                                     "--overlap",
+                                     "--nodes=1",
+                                     "--ntasks=1",
+                                     "--nodelist=" + hosts_[rank],
+                                     "--job-name=tlaunch-kill",
+                                     "--quiet",
+                                     "/bin/sh",
+                                     "-c",
+                                     "kill -KILL \"$0\" 2>/dev/null || exit 3",
+                                     std::to_string(pid)};
+    child_callbacks cb;
+    cb.on_line = [this](stream, std::string_view l) {
+      if (srun_line_) srun_line_(l);
+    };
+    cb.on_exit = [this, rank](const exit_status& st) {
+      if (st.ok()) {
+        exit_status killed;
+        killed.signal = SIGKILL;
+        killed.signal_name = "KILL";
+        return task_exit(rank, killed);
+      }
+      if (st.code == 3 && st.signal == 0 && st.unknown.empty()) return task_exit(rank, {});
+      if (srun_line_)
+        srun_line_(fmt::format("could not kill task {} alone ({}): killing the step", rank,
+                               st.describe()));
+      std::lock_guard lk(mu_);
+      if (srun_) srun_->kill();
+    };
+    try {
+      auto c = start_local_child(argv, std::move(cb));
+      c->close_stdin();
+      std::lock_guard lk(mu_);
+      helpers_.push_back(std::move(c));
+    } catch (const std::exception& e) {
+      if (srun_line_) srun_line_(fmt::format("cannot run srun to kill task {}: {}", rank, e.what()));
+      std::lock_guard lk(mu_);
+      if (srun_) srun_->kill();
+    }
+  }
+
   void on_line(stream s, std::string_view line) {
     // "rank: text" (srun pads the rank with spaces to one width)
     std::string_view rest = line;
@@ -289,6 +379,11 @@ class slurm_step {
       if (exited_[rank]) return;
       exited_[rank] = true;
       f = std::move(tasks_[rank].on_exit);
+      // The tasks left may all have been told to stop already.
+      if (!stdin_closed_ && all_told()) {
+        stdin_closed_ = true;
+        if (srun_) srun_->close_stdin();
+      }
     }
     if (f) f(st);
   }
@@ -309,25 +404,29 @@ class slurm_step {
 
   mutable std::mutex mu_;
   std::vector<child_callbacks> tasks_;
-  std::vector<bool> exited_;
+  std::vector<bool> exited_, told_, killing_;
+  std::vector<long> pids_;
+  std::vector<std::string> hosts_;
+  std::string job_;
   std::function<void(std::string_view)> srun_line_;
   std::string pending_stdin_;
   bool stdin_written_ = false, stdin_closed_ = false, explained_ = false;
+  std::vector<child_ptr> helpers_;  // kill_one's sruns
   child_ptr srun_;
 };
 
-// A task of the step, as the coordinator sees a node process.
+// A task of a step, as the coordinator sees a node process.
 class slurm_task final : public child {
  public:
   slurm_task(std::shared_ptr<slurm_step> step, std::uint32_t rank, std::string node)
       : step_(std::move(step)), rank_(rank), node_(std::move(node)) {}
   void write_stdin(std::string_view data) override { step_->write_stdin(data); }
-  // The stop reaches every task at once: srun's stdin is theirs.
-  void close_stdin() override { step_->close_stdin(); }
-  void kill() override { step_->kill(); }
+  void close_stdin() override { step_->close_stdin(rank_); }
+  void kill() override { step_->kill(rank_); }
   bool running() const override { return step_->running(rank_); }
   std::string host() const override { return node_; }
   long pid() const override { return -1; }
+  void registered(long pid) override { step_->registered(rank_, pid); }
 
  private:
   std::shared_ptr<slurm_step> step_;
@@ -430,21 +529,61 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
     if (!f) throw launch_error("--launch=slurm: cannot write " + hostfile);
   }
 
+  // With a restart policy, one task's end must not end the step: srun then waits for the
+  // others without a limit (--wait=0: whatever WaitTime the cluster sets), and never kills
+  // the step for a bad exit (--kill-on-bad-exit=0, also without policies: the launcher
+  // stops the others itself).
+  auto with_flags = nodes;
+  apply_restart_flags(with_flags, o);
+  bool restarts = std::any_of(with_flags.begin(), with_flags.end(),
+                              [](const auto& n) { return n.restart.max_restarts > 0; });
   coordinator coord(nodes, o, out);
   coord.colocate(groups);
-  coord.without_restarts("--launch=slurm starts every node in one srun step");
   coord.listen(o.coordinator_host.empty() ? "0.0.0.0" : o.coordinator_host);
   std::string dial =
       o.coordinator_host.empty() ? detail::slurm_launcher_address() : o.coordinator_host;
   if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
   std::string exe = tlaunch::detail::self_exe<launch_error>();
-  auto step = std::make_shared<detail::slurm_step>(
-      processes.size(), [&out](std::string_view l) { out.print("srun", stream::err, l); });
+  auto srun_line = [&out](std::string_view l) { out.print("srun", stream::err, l); };
+  std::vector<std::string> task_hosts;
+  for (const auto& members : processes) task_hosts.push_back(places[members[0]].host);
+  auto step = std::make_shared<detail::slurm_step>(task_hosts, job, srun_line);
   std::size_t added = 0;
   std::chrono::steady_clock::time_point step_started;
+  std::vector<std::string> srun_args;  // after srun's own: resources, then --srun-arg
+  for (auto& a : detail::srun_resource_args(nodes)) srun_args.push_back(a);
+  if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
+    for (auto& a : detail::split(it->second, '\n')) srun_args.push_back(a);
+  // The node process: `role` is --tlaunch-role=slurm (from the rank) or the instance's.
+  auto node_argv = [&](std::vector<std::string> argv, std::uint16_t port,
+                       const std::vector<std::string>& tail, const std::string& role) {
+    argv.push_back(exe);
+    argv.push_back(fmt::format("--tlaunch-coordinator={}:{}", dial, port));
+    argv.push_back(role);
+    for (const auto& c : o.colocate) argv.push_back(fmt::format("--colocate={}", c));
+    if (o.no_colocate) argv.push_back("--no-colocate");
+    argv.insert(argv.end(), tail.begin() + 1, tail.end());
+    return argv;
+  };
 
   int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
                                    const std::vector<std::string>& tail, child_callbacks cb) {
+    if (added == processes.size()) {
+      // A restart: a step of one task on the same Slurm node, inside the allocation,
+      // sharing the resources of the first step (--overlap); its role on its command line,
+      // the secret on its stdin as for the first step.
+      auto one = std::make_shared<detail::slurm_step>(std::vector<std::string>{pl.host}, job,
+                                                      srun_line);
+      one->add_task(0, std::move(cb));
+      std::vector<std::string> argv = {"srun", fmt::format("--jobid={}", job), "--overlap"};
+      argv.insert(argv.end(), srun_args.begin(), srun_args.end());
+      for (const char* a : {"--nodes=1", "--ntasks=1", "--label", "--kill-on-bad-exit=0",
+                            "--job-name=tlaunch"})
+        argv.push_back(a);
+      argv.push_back("--nodelist=" + pl.host);
+      one->start(node_argv(argv, port, tail, tail[0]), {});
+      return std::make_unique<detail::slurm_task>(one, 0, pl.host);
+    }
     // Called once per process, for its leader.
     step->add_task(rank_of[pl.flat], std::move(cb));
     if (++added == processes.size()) {  // the last process: every task has its callbacks
@@ -452,20 +591,13 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
           "srun", fmt::format("--ntasks={}", processes.size()),
           fmt::format("--nodes={}", used.size()),
           "--distribution=arbitrary", "--label", "--kill-on-bad-exit=0", "--job-name=tlaunch"};
-      for (auto& a : detail::srun_resource_args(nodes)) argv.push_back(a);
-      if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
-        for (auto& a : detail::split(it->second, '\n')) argv.push_back(a);
-      argv.push_back(exe);
-      argv.push_back(fmt::format("--tlaunch-coordinator={}:{}", dial, port));
-      // Every task the same command line: the role comes from its rank.
-      argv.push_back("--tlaunch-role=slurm");
-      for (const auto& c : o.colocate) argv.push_back(fmt::format("--colocate={}", c));
-      if (o.no_colocate) argv.push_back("--no-colocate");
-      argv.insert(argv.end(), tail.begin() + 1, tail.end());
+      if (restarts) argv.push_back("--wait=0");
+      argv.insert(argv.end(), srun_args.begin(), srun_args.end());
       local_child_options lo;
       lo.env = {{"SLURM_HOSTFILE", hostfile}};
       step_started = std::chrono::steady_clock::now();
-      step->start(argv, lo);
+      // Every task the same command line: the role comes from its rank.
+      step->start(node_argv(argv, port, tail, "--tlaunch-role=slurm"), lo);
     }
     return std::make_unique<detail::slurm_task>(step, rank_of[pl.flat], pl.host);
   });

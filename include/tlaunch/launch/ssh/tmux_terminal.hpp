@@ -60,11 +60,19 @@ class tmux_terminal {
   const std::string& name() const { return name_; }
 
   // A window named `window` ("worker/3") following `where`'s lines; call before its lines.
+  // A restarted instance (the same `where` again) keeps its window: its new process's lines
+  // follow the old ones after a "--- restarted ---" line.
   void add_window(const std::string& where, const std::string& window) {
-    auto file = dir_ / (std::to_string(files_.size()) + ".log");
-    std::ofstream(file).flush();
+    std::filesystem::path file;
     {
       std::lock_guard lk(mu_);
+      if (auto it = files_.find(where); it != files_.end()) {
+        *it->second << "--- restarted ---\n";
+        it->second->flush();
+        return;
+      }
+      file = dir_ / (std::to_string(files_.size()) + ".log");
+      std::ofstream(file).flush();
       files_[where] = std::make_unique<std::ofstream>(file, std::ios::app);
     }
     std::string follow = "tail -n +1 -f " + shell_quote(file.string()) + " 2>/dev/null";

@@ -334,12 +334,12 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
                : e;
     };
     if constexpr (std::is_void_v<R>)
-      asio::co_spawn(inst.strand, std::move(body),
+      asio::co_spawn(any_executor_of(inst.strand), std::move(body),
                      asio::bind_cancellation_slot(
                          cancel, [done = std::forward<Done>(done),
                                   wrap](std::exception_ptr e) mutable { done(wrap(e), {}); }));
     else
-      asio::co_spawn(inst.strand, std::move(body),
+      asio::co_spawn(any_executor_of(inst.strand), std::move(body),
                      asio::bind_cancellation_slot(cancel, [done = std::forward<Done>(done), wrap](
                                                               std::exception_ptr e, R r) mutable {
                        done(wrap(e), std::move(r));
@@ -408,7 +408,7 @@ void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const cal
           handler(std::forward<Handler>(h)),
           deadline(d) {}
     void fail(std::exception_ptr e) override {
-      complete_on_executor<R>(std::move(handler), rt.io.get_executor(), std::move(e), {});
+      complete_on_executor<R>(std::move(handler), any_executor_of(rt.io), std::move(e), {});
     }
     rpc::runtime& rt;
     std::decay_t<Args> args;
@@ -456,7 +456,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   instance* inst = direct ? direct : rt.local(flat);
 
   if (inst) {  // same process: straight onto the target's strand, no serialization
-    asio::any_io_executor fallback = rt.io.get_executor();
+    asio::any_io_executor fallback = any_executor_of(rt.io);
     auto slot = asio::get_associated_cancellation_slot(handler);
     // On the process's only io thread, a plain method without a deadline runs
     // at once when its strand is idle (it cannot be interrupted, and nothing
@@ -480,7 +480,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
         std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
     race->leaves_batch = traits::is_batched;
     if (opt.timeout.count() > 0) {
-      race->timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
+      race->timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
       arm_local_deadline(race);
     }
     asio::cancellation_slot target_slot = race->signal.slot();
@@ -501,7 +501,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     return park_call<M>(rt, flat, direct, opt, std::forward<Args>(args),
                         std::forward<Handler>(handler), why);
   if (!conn) {
-    complete_on_executor<R>(std::forward<Handler>(handler), rt.io.get_executor(),
+    complete_on_executor<R>(std::forward<Handler>(handler), any_executor_of(rt.io),
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});
     return;
   }
@@ -538,10 +538,10 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   using pending_t = remote_call<R, std::decay_t<Handler>>;
   auto p = std::allocate_shared<pending_t>(tlaunch::detail::pool_allocator<pending_t>{},
                                            std::forward<Handler>(handler), target,
-                                           rt.io.get_executor());
+                                           any_executor_of(rt.io));
   std::shared_ptr<asio::steady_timer> timer;
   if (opt.timeout.count() > 0) {
-    timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
+    timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
     p->timer = timer;
   }
   std::uint64_t id = send(p);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -45,6 +46,13 @@ struct call_target {
     return {rt ? rt->instance_id(flat) : std::string("?"), std::string(method)};
   }
 };
+
+// `s` as the executor of a coroutine spawned on it (asio::co_spawn converts its executor to
+// the awaitable's any_io_executor at once): the conversion, which instantiates all of
+// any_io_executor's property machinery for the strand type, compiled once.
+TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(const strand_type& s);
+// The same for the io_context's own executor (a call's fallback for completing its handler).
+TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(asio::io_context& io);
 
 // A remote call waiting in a connection's call table, as its deadline and its cancellation
 // see it (call.hpp's remote_call is the rest).
@@ -157,6 +165,14 @@ TLAUNCH_RPC_CALL_PATHS_DECL served_run start_served_run(instance& inst, connecti
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
 
 namespace tlaunch::rpc {
+
+TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(const strand_type& s) {
+  return s;
+}
+
+TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(asio::io_context& io) {
+  return io.get_executor();
+}
 
 TLAUNCH_RPC_CALL_PATHS_DECL void arm_remote_deadline(connection& conn, std::uint64_t id,
                                                      const std::shared_ptr<asio::steady_timer>& timer) {

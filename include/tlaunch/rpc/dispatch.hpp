@@ -129,7 +129,7 @@ void serve(instance& inst, connection& c, const wire::frame_header& h,
                  [strand = inst.strand, body = std::move(body), run = std::move(run)]() mutable {
                    auto slot = run.sig->slot();
                    if constexpr (std::is_void_v<R>) {
-                     asio::co_spawn(strand, std::move(body),
+                     asio::co_spawn(any_executor_of(strand), std::move(body),
                                     asio::bind_cancellation_slot(
                                         slot, [run = std::move(run)](std::exception_ptr e) {
                                           bool expired = run.finished();
@@ -139,7 +139,7 @@ void serve(instance& inst, connection& c, const wire::frame_header& h,
                                             detail::send_result<void>(*run.conn, run.id, nullptr);
                                         }));
                    } else {
-                     asio::co_spawn(strand, std::move(body),
+                     asio::co_spawn(any_executor_of(strand), std::move(body),
                                     asio::bind_cancellation_slot(
                                         slot, [run = std::move(run)](std::exception_ptr e, R r) {
                                           bool expired = run.finished();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "handle.hpp"
+#include "rpc/call_paths.hpp"
 #include "rpc/instance.hpp"
 #include "rpc/runtime.hpp"
 
@@ -35,7 +36,7 @@ struct context_access {
 class context {
   friend struct detail::context_access;
   context(rpc::runtime& rt, rpc::instance& inst)
-      : rt_(rt), inst_(inst), stop_timer_(inst.strand, asio::steady_timer::time_point::max()) {
+      : rt_(rt), inst_(inst), stop_timer_(rpc::any_executor_of(inst.strand), asio::steady_timer::time_point::max()) {
     rt_.add_stop_waker([this] {
       asio::post(inst_.strand, [this] { stop_timer_.cancel(); });
     });
@@ -78,7 +79,7 @@ class context {
   // Waits d; returns early (throwing asio's operation_aborted) when stopping.
   template <class Rep, class Period>
   asio::awaitable<void> sleep_for(std::chrono::duration<Rep, Period> d) {
-    asio::steady_timer t(inst_.strand, d);
+    asio::steady_timer t(rpc::any_executor_of(inst_.strand), d);
     co_await t.async_wait(asio::use_awaitable);
   }
 

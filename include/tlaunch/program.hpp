@@ -366,7 +366,7 @@ void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
     if constexpr (has_run<T>) {
       inst.start_run = [&rt](rpc::instance& i) {
         i.run_active = true;
-        asio::co_spawn(i.strand, run_body<T>(i.object, &context_access::of(i)),
+        asio::co_spawn(rpc::any_executor_of(i.strand), run_body<T>(i.object, &context_access::of(i)),
                        asio::bind_cancellation_slot(i.run_cancel.slot(),
                                                     [&rt, &i](std::exception_ptr e) {
                                                       i.run_active = false;

@@ -24,6 +24,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "../wire/frame.hpp"
+#include "call_paths.hpp"
 #include "instance.hpp"
 #include "method.hpp"
 
@@ -200,7 +201,7 @@ class batch_queue final : public batch_queue_base {
       deliver(calls, results);
     } else {
       asio::co_spawn(
-          inst_.strand,
+          any_executor_of(inst_.strand),
           detail::run_batch_coroutine<M, service, element, result>(inst_.object, std::move(batch)),
           [calls = std::move(calls)](std::exception_ptr e, std::vector<result> results) mutable {
             if (e)

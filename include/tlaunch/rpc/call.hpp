@@ -24,6 +24,7 @@
 #include "../detail/small_pool.hpp"
 #include "../wire/codec.hpp"
 #include "batch.hpp"
+#include "call_paths.hpp"
 #include "dispatch.hpp"
 #include "errors.hpp"
 #include "method.hpp"
@@ -42,16 +43,6 @@ namespace rpc {
 
 template <class R>
 using result_holder = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-
-// Who a call went to, for error messages; strings are built only on error.
-struct call_target {
-  const rpc::runtime* rt;
-  std::uint32_t flat;
-  std::string_view method;
-  call_site site() const {
-    return {rt ? rt->instance_id(flat) : std::string("?"), std::string(method)};
-  }
-};
 
 // The outcome a reply or error_reply frame carries.
 template <class R>
@@ -249,10 +240,10 @@ void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback, st
 }
 
 template <class R, class Handler>
-class remote_call final : public pending_call {
+class remote_call final : public remote_call_base {
  public:
   remote_call(Handler&& h, call_target t, asio::any_io_executor fallback)
-      : handler_(std::move(h)), target_(t), fallback_(std::move(fallback)) {}
+      : remote_call_base(t), handler_(std::move(h)), fallback_(std::move(fallback)) {}
 
   void complete(const wire::frame_header& h, std::span<const char> payload) override {
     auto [e, r] = decode_reply<R>(target_, h, payload);
@@ -261,11 +252,7 @@ class remote_call final : public pending_call {
   void fail_unavailable(const std::string& why) override {
     finish(tlaunch::detail::make_error<unavailable>(target_.site(), why), {});
   }
-  void fail(std::exception_ptr e) { finish(std::move(e), {}); }
-
-  std::shared_ptr<asio::steady_timer> timer;
-  std::mutex timer_mu;  // orders the timer's async_wait and cancel across threads
-  const call_target& target() const { return target_; }
+  void fail(std::exception_ptr e) override { finish(std::move(e), {}); }
 
  private:
   void finish(std::exception_ptr e, result_holder<R>&& r) {
@@ -276,7 +263,6 @@ class remote_call final : public pending_call {
     complete_on_executor<R>(std::move(handler_), fallback_, std::move(e), std::move(r));
   }
   Handler handler_;
-  call_target target_;
   asio::any_io_executor fallback_;
 };
 
@@ -348,12 +334,12 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
                : e;
     };
     if constexpr (std::is_void_v<R>)
-      asio::co_spawn(inst.strand, std::move(body),
+      asio::co_spawn(any_executor_of(inst.strand), std::move(body),
                      asio::bind_cancellation_slot(
                          cancel, [done = std::forward<Done>(done),
                                   wrap](std::exception_ptr e) mutable { done(wrap(e), {}); }));
     else
-      asio::co_spawn(inst.strand, std::move(body),
+      asio::co_spawn(any_executor_of(inst.strand), std::move(body),
                      asio::bind_cancellation_slot(cancel, [done = std::forward<Done>(done), wrap](
                                                               std::exception_ptr e, R r) mutable {
                        done(wrap(e), std::move(r));
@@ -364,9 +350,9 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
 // A local call with a deadline or a cancellation slot: whichever of reply,
 // timer and cancellation comes first completes the handler.
 template <class R, class Handler>
-struct local_race : std::enable_shared_from_this<local_race<R, Handler>> {
+struct local_race final : local_race_base {
   local_race(Handler&& h, call_target t, asio::any_io_executor fb, strand_type s)
-      : handler(std::move(h)), target(t), fallback(std::move(fb)), strand(std::move(s)) {}
+      : local_race_base(t, std::move(s)), handler(std::move(h)), fallback(std::move(fb)) {}
 
   bool finish(std::exception_ptr e, result_holder<R>&& r) {
     std::optional<Handler> h;
@@ -382,31 +368,11 @@ struct local_race : std::enable_shared_from_this<local_race<R, Handler>> {
     complete_on_executor<R>(std::move(*h), fallback, std::move(e), std::move(r));
     return true;
   }
-  // Completes with e and cancels a coroutine method still running. A call
-  // waiting in a batch leaves it first, on the strand: once the caller sees the
-  // error, its call no longer counts toward any batch.
-  void abort(std::exception_ptr e) {
-    if (leaves_batch) {
-      asio::post(strand, [self = this->shared_from_this(), e = std::move(e)]() mutable {
-        self->signal.emit(asio::cancellation_type::terminal);
-        self->finish(std::move(e), {});
-      });
-      return;
-    }
-    if (!finish(std::move(e), {})) return;
-    asio::post(strand, [self = this->shared_from_this()] {
-      self->signal.emit(asio::cancellation_type::terminal);
-    });
-  }
+  bool fail(std::exception_ptr e) override { return finish(std::move(e), {}); }
 
   std::mutex mu;
   std::optional<Handler> handler;
-  call_target target;
   asio::any_io_executor fallback;
-  strand_type strand;
-  asio::cancellation_signal signal;  // emitted on the strand only
-  std::shared_ptr<asio::steady_timer> timer;
-  bool leaves_batch = false;  // the call is of a batched method
 };
 
 // Whether an argument tuple goes out as a frame built on the stack.
@@ -433,27 +399,30 @@ template <auto M, class Handler, class Args>
 void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
                Args&& args, Handler&& handler, const std::string& why) {
   using R = typename tlaunch::detail::call_traits<M>::result;  // per request for a batched M
-  struct parked {
-    parked(Args&& a, Handler&& h, std::chrono::steady_clock::time_point d)
-        : args(std::forward<Args>(a)), handler(std::forward<Handler>(h)), deadline(d) {}
+  struct parked final : parked_call_base {
+    parked(rpc::runtime& r, call_target t, Args&& a, Handler&& h,
+           std::chrono::steady_clock::time_point d)
+        : parked_call_base(t),
+          rt(r),
+          args(std::forward<Args>(a)),
+          handler(std::forward<Handler>(h)),
+          deadline(d) {}
+    void fail(std::exception_ptr e) override {
+      complete_on_executor<R>(std::move(handler), any_executor_of(rt.io), std::move(e), {});
+    }
+    rpc::runtime& rt;
     std::decay_t<Args> args;
     std::decay_t<Handler> handler;
     std::chrono::steady_clock::time_point deadline;
-    std::atomic<bool> done{false};  // the first of resume and deadline completes it
   };
-  auto p = std::make_shared<parked>(std::forward<Args>(args), std::forward<Handler>(handler),
+  auto p = std::make_shared<parked>(rt, call_target{&rt, flat, tlaunch::detail::member_name_v<M>},
+                                    std::forward<Args>(args), std::forward<Handler>(handler),
                                     std::chrono::steady_clock::now() + opt.timeout);
-  auto site = [&rt, flat] {
-    return call_target{&rt, flat, tlaunch::detail::member_name_v<M>}.site();
-  };
-  bool parked_now = rt.park_call(flat, [&rt, flat, direct, opt, p, site](bool back) {
+  bool parked_now = rt.park_call(flat, [&rt, flat, direct, opt, p](bool back) {
     if (p->done.exchange(true)) return;
     if (!back) {
-      complete_on_executor<R>(
-          std::move(p->handler), rt.io.get_executor(),
-          tlaunch::detail::make_error<unavailable>(
-              site(), "the process stopped while the instance was being restarted"),
-          {});
+      p->fail(tlaunch::detail::make_error<unavailable>(
+          p->target.site(), "the process stopped while the instance was being restarted"));
       return;
     }
     call_options left = opt;
@@ -461,8 +430,7 @@ void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const cal
       left.timeout = std::chrono::ceil<std::chrono::milliseconds>(
           p->deadline - std::chrono::steady_clock::now());
       if (left.timeout.count() <= 0) {
-        complete_on_executor<R>(std::move(p->handler), rt.io.get_executor(),
-                                tlaunch::detail::make_error<timeout>(site()), {});
+        p->fail(tlaunch::detail::make_error<timeout>(p->target.site()));
         return;
       }
     }
@@ -470,20 +438,12 @@ void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const cal
   });
   if (!parked_now) {  // back already, or stopping: no second wait
     if (!p->done.exchange(true))
-      complete_on_executor<R>(std::move(p->handler), rt.io.get_executor(),
-                              tlaunch::detail::make_error<unavailable>(site(), why), {});
+      p->fail(tlaunch::detail::make_error<unavailable>(p->target.site(), why));
     return;
   }
-  if (opt.timeout.count() > 0) {
-    // Never cancelled (the resume may run on another thread); keeps p until it fires.
-    auto timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
-    timer->async_wait([&rt, p, timer, site](std::error_code) {
-      if (!p->done.exchange(true))
-        complete_on_executor<R>(std::move(p->handler), rt.io.get_executor(),
-                                tlaunch::detail::make_error<timeout>(site()), {});
-    });
-  }
+  if (opt.timeout.count() > 0) arm_park_deadline(rt.io, opt.timeout, std::move(p));
 }
+
 
 // Starts call M with the (decayed) argument tuple; the handler receives
 // void(std::exception_ptr) or void(std::exception_ptr, R).
@@ -496,7 +456,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   instance* inst = direct ? direct : rt.local(flat);
 
   if (inst) {  // same process: straight onto the target's strand, no serialization
-    asio::any_io_executor fallback = rt.io.get_executor();
+    asio::any_io_executor fallback = any_executor_of(rt.io);
     auto slot = asio::get_associated_cancellation_slot(handler);
     // On the process's only io thread, a plain method without a deadline runs
     // at once when its strand is idle (it cannot be interrupted, and nothing
@@ -520,13 +480,8 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
         std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
     race->leaves_batch = traits::is_batched;
     if (opt.timeout.count() > 0) {
-      race->timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
-      race->timer->async_wait(
-          [weak = std::weak_ptr<race_t>(race), t = race->timer](std::error_code ec) {
-            if (ec) return;
-            if (auto r = weak.lock())
-              r->abort(tlaunch::detail::make_error<timeout>(r->target.site()));
-          });
+      race->timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
+      arm_local_deadline(race);
     }
     asio::cancellation_slot target_slot = race->signal.slot();
     run_local<M>(
@@ -535,11 +490,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
           race->finish(std::move(e), std::move(r));
         },
         target_slot);
-    if (slot.is_connected())
-      slot.assign([weak = std::weak_ptr<race_t>(race)](asio::cancellation_type) {
-        if (auto r = weak.lock())
-          r->abort(tlaunch::detail::make_error<cancelled>(r->target.site()));
-      });
+    if (slot.is_connected()) cancel_local_on(slot, race);
     return;
   }
 
@@ -550,7 +501,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     return park_call<M>(rt, flat, direct, opt, std::forward<Args>(args),
                         std::forward<Handler>(handler), why);
   if (!conn) {
-    complete_on_executor<R>(std::forward<Handler>(handler), rt.io.get_executor(),
+    complete_on_executor<R>(std::forward<Handler>(handler), any_executor_of(rt.io),
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});
     return;
   }
@@ -587,10 +538,10 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   using pending_t = remote_call<R, std::decay_t<Handler>>;
   auto p = std::allocate_shared<pending_t>(tlaunch::detail::pool_allocator<pending_t>{},
                                            std::forward<Handler>(handler), target,
-                                           rt.io.get_executor());
+                                           any_executor_of(rt.io));
   std::shared_ptr<asio::steady_timer> timer;
   if (opt.timeout.count() > 0) {
-    timer = std::make_shared<asio::steady_timer>(rt.io, opt.timeout);
+    timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
     p->timer = timer;
   }
   std::uint64_t id = send(p);
@@ -599,23 +550,9 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     // Under the pending call's lock: the reply may already be cancelling the
     // timer on the reader's thread.
     std::lock_guard lk(p->timer_mu);
-    timer->async_wait([weak = conn->weak_from_this(), id, timer](std::error_code ec) {
-      if (ec) return;
-      if (auto c = weak.lock())
-        if (auto pc = c->abandon_call(id))
-          static_cast<pending_t*>(pc.get())->fail(tlaunch::detail::make_error<timeout>(
-              static_cast<pending_t*>(pc.get())->target().site()));
-    });
+    arm_remote_deadline(*conn, id, timer);
   }
-  if (slot.is_connected()) {
-    slot.assign([weak = conn->weak_from_this(), id](asio::cancellation_type) {
-      if (auto c = weak.lock())
-        if (auto pc = c->abandon_call(id)) {
-          auto* pt = static_cast<pending_t*>(pc.get());
-          pt->fail(tlaunch::detail::make_error<cancelled>(pt->target().site()));
-        }
-    });
-  }
+  if (slot.is_connected()) cancel_remote_on(slot, *conn, id);
 }
 
 }  // namespace rpc

@@ -17,6 +17,7 @@
 #include "../wire/codec.hpp"
 #include "batch.hpp"
 #include "batcher.hpp"
+#include "call_paths.hpp"
 #include "instance.hpp"
 #include "method.hpp"
 
@@ -119,57 +120,36 @@ void serve(instance& inst, connection& c, const wire::frame_header& h,
       post_batched(inst.strand,
                    [run = std::move(run), conn = c.shared_from_this()]() mutable { run(*conn); });
   } else {
-    std::shared_ptr<connection> conn = c.shared_from_this();
     // A coroutine method can be cancelled: by the caller's cancel frame, or when
-    // the caller's deadline (h.aux, in ms) passes.
+    // the caller's deadline (h.aux, in ms) passes (call_paths.hpp, served_run).
     auto body = detail::run_coroutine<M, S, typename traits::args, R>(inst.object, std::move(args));
-    auto sig = std::make_shared<asio::cancellation_signal>();
-    conn->register_running(id, [sig, strand = inst.strand] {
-      post_batched(strand, [sig] { sig->emit(asio::cancellation_type::terminal); });
-    });
-    std::shared_ptr<asio::steady_timer> deadline;
-    if (h.aux > 0) {
-      deadline =
-          std::make_shared<asio::steady_timer>(inst.strand, std::chrono::milliseconds(h.aux));
-      deadline->async_wait([sig, deadline](std::error_code ec) {
-        if (!ec) sig->emit(asio::cancellation_type::terminal);
-      });
-    }
-    // Returns whether the caller's deadline has passed: a method that fails
-    // then (most often because the deadline cancelled it) replies
-    // deadline_exceeded, which the caller reports as tlaunch::timeout, the
-    // same as when its own timer fires first.
-    auto finished = [conn, id, sig, deadline] {
-      conn->unregister_running(id);
-      if (!deadline) return false;
-      deadline->cancel();
-      return deadline->expiry() <= asio::steady_timer::clock_type::now();
-    };
+    served_run run = start_served_run(inst, c, h);
     // Started in order with the plain calls of the same read, on the strand.
-    post_batched(inst.strand, [strand = inst.strand, body = std::move(body), sig, conn, id,
-                               finished]() mutable {
-      if constexpr (std::is_void_v<R>) {
-        asio::co_spawn(
-            strand, std::move(body),
-            asio::bind_cancellation_slot(sig->slot(), [conn, id, finished](std::exception_ptr e) {
-              bool expired = finished();
-              if (e)
-                detail::reply_failure(*conn, id, e, expired);
-              else
-                detail::send_result<void>(*conn, id, nullptr);
-            }));
-      } else {
-        asio::co_spawn(strand, std::move(body),
-                       asio::bind_cancellation_slot(
-                           sig->slot(), [conn, id, finished](std::exception_ptr e, R r) {
-                             bool expired = finished();
-                             if (e)
-                               detail::reply_failure(*conn, id, e, expired);
-                             else
-                               detail::send_result<R>(*conn, id, &r);
-                           }));
-      }
-    });
+    post_batched(inst.strand,
+                 [strand = inst.strand, body = std::move(body), run = std::move(run)]() mutable {
+                   auto slot = run.sig->slot();
+                   if constexpr (std::is_void_v<R>) {
+                     asio::co_spawn(any_executor_of(strand), std::move(body),
+                                    asio::bind_cancellation_slot(
+                                        slot, [run = std::move(run)](std::exception_ptr e) {
+                                          bool expired = run.finished();
+                                          if (e)
+                                            detail::reply_failure(*run.conn, run.id, e, expired);
+                                          else
+                                            detail::send_result<void>(*run.conn, run.id, nullptr);
+                                        }));
+                   } else {
+                     asio::co_spawn(any_executor_of(strand), std::move(body),
+                                    asio::bind_cancellation_slot(
+                                        slot, [run = std::move(run)](std::exception_ptr e, R r) {
+                                          bool expired = run.finished();
+                                          if (e)
+                                            detail::reply_failure(*run.conn, run.id, e, expired);
+                                          else
+                                            detail::send_result<R>(*run.conn, run.id, &r);
+                                        }));
+                   }
+                 });
   }
 }
 

@@ -43,6 +43,8 @@ struct options {
   std::uint32_t max_unauthenticated = 256;
   // Heartbeats between processes (0: off); a peer silent for three intervals is gone.
   std::chrono::milliseconds heartbeat{0};
+  // --tls: TLS 1.3 on every connection between processes, keyed from the launch secret.
+  bool tls = false;
   // placement (launch/placement.hpp)
   std::vector<std::string> hosts;
   std::string hostfile;
@@ -143,6 +145,9 @@ Launch:
                            closed when its peer sends nothing for three times as
                            long: calls in flight on it fail as unavailable
                            (default 0: off)
+  --tls                    encrypt every connection between processes (TLS 1.3,
+                           keyed from the launch's secret: no files to manage);
+                           local_mt makes no connections unless --force-wire
 Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
@@ -317,6 +322,10 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       std::string v = need();
       o.heartbeat = detail::parse_seconds(name, v);
       o.passthrough.push_back("--heartbeat=" + v);
+    } else if (name == "--tls") {
+      flag_only();
+      o.tls = true;
+      o.passthrough.push_back("--tls");
     } else if (name == "--hosts") {
       for (auto& h : detail::split(need(), ',')) o.hosts.push_back(h);
     } else if (name == "--hostfile") {

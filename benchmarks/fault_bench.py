@@ -4,7 +4,9 @@
 Three hosts (network namespaces with an sshd each, tests/netns/netns_lab.sh) and
 tests/integration/faulty launched over --launch=ssh: worker/0 on host 1, target/0 on host 2,
 worker/1 on host 3. For each fault, with the default settings and with --heartbeat=SECONDS,
-a few runs measure the time from the fault to the line that names it:
+a few runs measure the time from the fault to the line that names it. The default settings
+are --liveness=1 (TCP keepalive, the unanswered-data check, the watch of stopped processes by
+their parent), without heartbeats:
 
   stopped node   SIGSTOP of worker/0          -> "[launcher] node worker/0@... failed"
   killed node    SIGKILL of worker/0          -> the same
@@ -32,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAB = os.path.join(HERE, "..", "tests", "netns", "netns_lab.sh")
 HOSTS = 3
-TARGETS = {  # the targets (with the default settings)
+TARGETS = {  # the targets (with the default settings: --liveness=1)
     "stopped node": 3.0,
     "killed node": 3.0,
     "link down": 3.0,

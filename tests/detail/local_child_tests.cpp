@@ -126,6 +126,34 @@ TEST_SUITE("local_child") {
     CHECK_FALSE(c->running());
   }
 
+  TEST_CASE("stopped_limit: a child stopped that long is killed, its status saying why") {
+    tlaunch::launch::local_child_options opt;
+    opt.stopped_limit = 300ms;
+    {
+      recorder r;
+      auto c = start_local_child({"sleep", "60"}, r.callbacks(), opt);
+      ::kill(static_cast<pid_t>(c->pid()), SIGSTOP);
+      auto st = r.wait_exit();
+      CHECK(st.signal == SIGKILL);
+      CHECK(st.describe() ==
+            "stopped (SIGSTOP) for 0.3 s: it stopped answering (killed by signal SIGKILL)");
+    }
+    {
+      // Stopped for less than the limit, then continued: it runs on, and ends as it would.
+      opt.stopped_limit = 2s;
+      recorder r;
+      auto c = start_local_child({"sh", "-c", "kill -STOP $$; sleep 1; exit 5"}, r.callbacks(),
+                                 opt);
+      for (int i = 0; i < 500 && read_stat(c->pid()).state != 'T'; ++i)
+        std::this_thread::sleep_for(10ms);
+      CHECK(read_stat(c->pid()).state == 'T');
+      ::kill(static_cast<pid_t>(c->pid()), SIGCONT);
+      auto st = r.wait_exit();
+      CHECK(st.code == 5);
+      CHECK(st.cause.empty());
+    }
+  }
+
   TEST_CASE("a clean exit is ok") {
     recorder r;
     auto c = start_local_child({"/bin/true"}, r.callbacks());

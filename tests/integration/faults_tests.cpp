@@ -133,10 +133,12 @@ TEST_SUITE("faults") {
 
   TEST_CASE("--heartbeat: a node that stops answering is named, and the program stops") {
     // worker/0 freezes itself (SIGSTOP) without closing anything; nobody stops the program.
-    // Heartbeats every second: its silence is noticed after three intervals. The bound below
+    // Heartbeats every second: its silence is noticed after three intervals (--liveness=0:
+    // the launcher's own watch of stopped processes would notice first). The bound below
     // is a generous multiple of that; the launcher kills the frozen process after --grace.
     auto marker = it::unique_marker("stall");
-    process p(faulty({"--launch=local_mp", "--heartbeat=1", "--grace=1"}, {"stall"}, marker));
+    process p(faulty({"--launch=local_mp", "--heartbeat=1", "--liveness=0", "--grace=1"},
+                     {"stall"}, marker));
     auto pids = started_nodes(p, marker);
     int code = p.wait_or_kill(30s);
     CAPTURE(p.all());
@@ -195,24 +197,41 @@ TEST_SUITE("faults") {
     CHECK(it::node_pids(marker).empty());
   }
 
-  TEST_CASE("restart: --heartbeat and --restart: a hung node is killed and restarted, exit 0") {
-    // worker/0 stops itself with SIGSTOP once; heartbeats find it silent, the launcher kills
-    // it and starts it again; the new worker/0 stops the program.
+  TEST_CASE("restart: --restart: a stopped node is killed and restarted by default, exit 0") {
+    // worker/0 stops itself with SIGSTOP once; the launcher, its parent, sees it stopped for
+    // two --liveness intervals (default 1 s), kills it and starts it again; the new
+    // worker/0 stops the program.
     auto marker = it::unique_marker("stall-restart");
     std::string once = "/tmp/" + marker + ".once";
     ::setenv("FAULTY_ONCE", once.c_str(), 1);
-    process p(faulty({"--launch=local_mp", "--color=never", "--heartbeat=1", "--restart",
-                      "worker=1"},
-                     {"stall"}, marker));
+    process p(faulty({"--launch=local_mp", "--color=never", "--restart", "worker=1"}, {"stall"},
+                     marker));
     ::unsetenv("FAULTY_ONCE");
     int code = p.wait_or_kill(40s);
     CAPTURE(p.all());
     ::unlink(once.c_str());
     CHECK(!p.timed_out());
     CHECK(code == 0);
-    CHECK(has(p.err(), "node worker/0 failed: lost its connection: "));
-    CHECK(has(p.err(), "stopped answering (killed by signal SIGKILL); restart 1 of at most 1"));
+    CHECK(has(p.err(), "node worker/0 failed: stopped (SIGSTOP) for 2 s: it stopped answering "
+                       "(killed by signal SIGKILL); restart 1 of at most 1"));
     CHECK(has(p.out(), "[worker/0] restarted after a stall"));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("by default a node computing for 4 s without a co_await is not taken as gone") {
+    // target's only io thread computes for 4 s in a call from worker/0, which meanwhile
+    // sends it 8 calls of 256 KiB (more than target's socket takes unread: its receive
+    // window closes); worker/1 computes in run() as long. Liveness (keepalive, the
+    // unanswered-data check, the watch of stopped processes) sees hosts and stops, not a
+    // busy process: the calls complete and the program ends with 0.
+    auto marker = it::unique_marker("busy");
+    process p(faulty({"--launch=local_mp", "--color=never"}, {"busy", "4000", "256"}, marker));
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    CHECK(!p.timed_out());
+    CHECK(code == 0);
+    CHECK(has(p.out(), "[worker/0] busy calls done after "));
+    CHECK(!has(p.all(), "failed"));
     CHECK(it::node_pids(marker).empty());
   }
 

@@ -17,6 +17,10 @@
 //   colocation        every worker calls target.pid_of once and logs "colocation index=I
 //                     pid=P target_pid=T saves=S" (S: how often its argument was serialized),
 //                     then ends (tests of --colocate)
+//   busy MS KIB       target computes for MS ms without a co_await in the first call
+//                     worker/0 makes, while worker/0 sends it 8 more calls of KIB KiB each
+//                     and worker/1 computes for MS ms in run(); worker/0 logs "busy calls
+//                     done after N ms" and stops the program (a busy process is not gone)
 //   outage            worker/0 calls target.process_id every 50 ms without a deadline; it
 //                     logs the first failure of a streak ("call failed after N ms: ...")
 //                     and, at the first good call after failures, from another target
@@ -45,6 +49,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace std::chrono_literals;
 
@@ -73,6 +78,13 @@ struct counted {
   }
 };
 
+// Keeps this thread computing for ms milliseconds.
+void spin_for(std::int64_t ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  volatile std::uint64_t x = 0;
+  while (std::chrono::steady_clock::now() < until) x = x + 1;
+}
+
 struct Target {  // a plain service, the probe's good call goes here
   Target() {
     if (const char* s = std::getenv("FAULTY_SLOW_TARGET"))
@@ -89,8 +101,14 @@ struct Target {  // a plain service, the probe's good call goes here
   }
   std::int64_t pid_of(counted c) { return c.value == 0 ? -1 : ::getpid(); }
   std::int64_t process_id() { return ::getpid(); }
+  // Computes for ms milliseconds on the io thread (no co_await, no sleep).
+  std::int64_t spin(std::int64_t ms, std::string payload) {
+    spin_for(ms);
+    return static_cast<std::int64_t>(payload.size());
+  }
   int served = 0;
-  using rpc = tlaunch::methods<&Target::ping, &Target::pid_of, &Target::process_id>;
+  using rpc =
+      tlaunch::methods<&Target::ping, &Target::pid_of, &Target::process_id, &Target::spin>;
 };
 
 struct Worker {
@@ -111,6 +129,11 @@ struct Worker {
     if ((mode == "hang" || mode == "freeze") && ctx.index() == 1) {
       co_await ctx.sleep_for(300ms);
       ctx.stop_program();
+      co_return;
+    }
+    if (mode == "busy" && ctx.index() == 1) {
+      spin_for(std::stoll(param));  // this process's only io thread, busy
+      co_await ctx.stopped();
       co_return;
     }
     if (ctx.index() != 0 || mode == "idle") {
@@ -171,6 +194,21 @@ struct Worker {
           co_await ctx.sleep_for(50ms);
       }
       ctx.log("{} good calls, {} unavailable", n, failed);
+      ctx.stop_program();
+    } else if (mode == "busy") {
+      auto start = std::chrono::steady_clock::now();
+      std::size_t kib = a.size() > 2 ? std::stoul(a[2]) : 0;
+      auto first = target.async<&Target::spin>(std::stoll(param), std::string());
+      std::vector<tlaunch::future<std::int64_t>> more;
+      for (int i = 0; i < 8; ++i)
+        more.push_back(target.async<&Target::spin>(std::int64_t{0}, std::string(kib << 10, 'x')));
+      std::int64_t bytes = co_await first.async_wait();
+      for (auto& f : more) bytes += co_await f.async_wait();
+      ctx.log("busy calls done after {} ms ({} bytes)",
+              std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count(),
+              bytes);
       ctx.stop_program();
     } else if (mode == "outage") {
       bool failing = false;

@@ -35,6 +35,7 @@ TEST_SUITE("ssh_connect") {
   TEST_CASE("the connection has TCP keepalive on, so a dead link is noticed") {
     auto o = options();
     o.keepalive_idle_s = 7;
+    o.liveness_ms = 0;  // --liveness=0: the keepalive options as set
     auto s = ssh::open_connection(host("127.0.0.3"), o);
     const int fd = ssh_get_fd(s.get());
     auto option = [fd](int level, int name) {
@@ -50,6 +51,24 @@ TEST_SUITE("ssh_connect") {
     // data sent but never acknowledged fails the connection after as long
     CHECK(option(IPPROTO_TCP, TCP_USER_TIMEOUT) ==
           (7 + o.keepalive_interval_s * o.keepalive_count) * 1000);
+  }
+
+  TEST_CASE("with --liveness, keepalive every interval and no acknowledgement for two") {
+    auto o = options();
+    o.liveness_ms = 1500;
+    auto s = ssh::open_connection(host("127.0.0.3"), o);
+    const int fd = ssh_get_fd(s.get());
+    auto option = [fd](int level, int name) {
+      int v = -1;
+      socklen_t len = sizeof v;
+      REQUIRE(::getsockopt(fd, level, name, &v, &len) == 0);
+      return v;
+    };
+    CHECK(option(SOL_SOCKET, SO_KEEPALIVE) == 1);
+    CHECK(option(IPPROTO_TCP, TCP_KEEPIDLE) == 2);  // whole seconds, rounded up
+    CHECK(option(IPPROTO_TCP, TCP_KEEPINTVL) == 2);
+    CHECK(option(IPPROTO_TCP, TCP_KEEPCNT) == 2);
+    CHECK(option(IPPROTO_TCP, TCP_USER_TIMEOUT) == 3000);
   }
 
   TEST_CASE("the host key fingerprint reads as ssh(1) shows it") {

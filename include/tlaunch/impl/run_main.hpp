@@ -40,7 +40,7 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     return 0;
   }
   try {
-    if (o.agent) return launch::run_agent();
+    if (o.agent) return launch::run_agent(launch::stopped_limit(o));
     if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
     if (!o.role.empty()) return launch::run_node_process(p, o);
     auto nodes = p.describe(o.replicas);

@@ -11,7 +11,8 @@
 //   kill ID                         SIGKILL to node ID's process group
 // Agent -> launcher:
 //   o ID TEXT / e ID TEXT           one line of node ID's stdout / stderr
-//   x ID CODE SIGNAL SIGNAME        node ID ended ("-" for no signal name); after its lines
+//   x ID CODE SIGNAL SIGNAME [HEX(cause)]  node ID ended ("-" for no signal name); after
+//                                   its lines; the cause when the agent killed it (stopped)
 //   f ID HEX(message)               node ID could not be started
 // EOF on the agent's stdin (the launcher ended or died, even by SIGKILL) makes the agent
 // kill every node it started and exit: nothing is left behind on the host.
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,7 +69,8 @@ inline std::vector<std::string_view> words(std::string_view line) {
 // ---------------------------------------------------------------------------------------
 // The agent side: what `<binary> --tlaunch-agent` runs (tlaunch::main calls it).
 
-inline int run_agent() {
+// stopped_limit: a node stopped that long is killed (local_child_options::stopped_limit).
+inline int run_agent(std::chrono::milliseconds stopped_limit = {}) {
   // The launcher's end may vanish: a write to it then fails with EPIPE, never kills us
   // before we kill our nodes. Node processes start with SIGPIPE at its default again.
   ::signal(SIGPIPE, SIG_IGN);
@@ -122,10 +125,13 @@ inline int run_agent() {
         m.append(id).append(" ").append(std::to_string(st.code)).append(" ");
         m.append(std::to_string(st.signal)).append(" ");
         m.append(st.signal_name.empty() ? std::string("-") : st.signal_name);
+        if (!st.cause.empty()) m.append(" ").append(agent_detail::hex(st.cause));
         emit(std::move(m));
       };
       try {
-        nodes[id] = start_local_child(argv, std::move(cb));
+        local_child_options opt;
+        opt.stopped_limit = stopped_limit;
+        nodes[id] = start_local_child(argv, std::move(cb), opt);
       } catch (const std::exception& e) {
         emit("f " + id + " " + agent_detail::hex(e.what()));
       }
@@ -253,6 +259,7 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
         std::string name;
         in >> es.code >> es.signal >> name;
         if (name != "-") es.signal_name = name;
+        if (std::string cause; in >> cause) agent_detail::unhex(cause, es.cause);
       } else {  // f: could not start
         std::string why;
         if (!agent_detail::unhex(rest, why)) why = "cannot start (agent's report garbled)";

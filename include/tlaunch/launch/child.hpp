@@ -19,11 +19,19 @@ struct exit_status {
   // Set when how the process ended is not known (its host's connection was
   // lost, say); says why, and describe() gives it instead of the code.
   std::string unknown;
+  // Why the process that started it killed it ("stopped (SIGSTOP) for 2 s: it stopped
+  // answering"); describe() gives it before how the process ended.
+  std::string cause;
   bool ok() const noexcept {
     return code == 0 && signal == 0 && signal_name.empty() && unknown.empty();
   }
   std::string describe() const {
     if (!unknown.empty()) return unknown;
+    if (!cause.empty()) {
+      exit_status how = *this;
+      how.cause.clear();
+      return cause + " (" + how.describe() + ")";
+    }
     if (!signal_name.empty()) return "killed by signal SIG" + signal_name;
     if (signal != 0) return "killed by signal " + std::to_string(signal);
     return "exited with code " + std::to_string(code);

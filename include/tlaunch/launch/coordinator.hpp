@@ -66,6 +66,7 @@ class coordinator final : public rpc::connection_sink {
     cfg->max_frame = o.max_frame;
     cfg->handshake_timeout = o.handshake_timeout;
     cfg->heartbeat = o.heartbeat;
+    cfg->liveness = o.liveness;
     if (o.tls) cfg->tls = std::make_shared<const rpc::tls_context>(cfg->secret);
     // Every node connects at start: they never count against the cap.
     std::size_t instances = 0;

@@ -43,6 +43,10 @@ struct options {
   std::uint32_t max_unauthenticated = 256;
   // Heartbeats between processes (0: off); a peer silent for three intervals is gone.
   std::chrono::milliseconds heartbeat{0};
+  // Kernel-level liveness (rpc::connection_config::liveness): TCP keepalive every interval
+  // and TCP_USER_TIMEOUT of two on every socket, and a node process stopped for two
+  // intervals is killed as failed by the process that started it (0: kernel defaults).
+  std::chrono::milliseconds liveness{1000};
   // --tls: TLS 1.3 on every connection between processes, keyed from the launch secret.
   bool tls = false;
   // placement (launch/placement.hpp)
@@ -76,6 +80,11 @@ struct options {
   // failed) or exit, or after 5 s. Reproduces a stop message that arrives late.
   std::vector<std::string> hold_stop;
 };
+
+// How long a node process may stay stopped (SIGSTOP) before the process that started it
+// (the launcher under local_mp, the host's agent under ssh) kills it as failed: two
+// --liveness intervals, the same as a connection's unacknowledged limit (0: never).
+inline std::chrono::milliseconds stopped_limit(const options& o) { return o.liveness * 2; }
 
 // A flag's value as parse() reads it, for a launcher's own flags.
 class flag_reader {
@@ -145,6 +154,11 @@ Launch:
                            closed when its peer sends nothing for three times as
                            long: calls in flight on it fail as unavailable
                            (default 0: off)
+  --liveness=SECONDS       TCP keepalive that often on every connection (also
+                           ssh's), which fails when its peer's host acknowledges
+                           nothing for twice as long, and a node process stopped
+                           (SIGSTOP) that long is killed as failed; a busy process
+                           is never taken as gone (default 1; 0: kernel defaults)
   --tls                    encrypt every connection between processes (TLS 1.3,
                            keyed from the launch's secret: no files to manage);
                            local_mt makes no connections unless --force-wire
@@ -322,6 +336,12 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       std::string v = need();
       o.heartbeat = detail::parse_seconds(name, v);
       o.passthrough.push_back("--heartbeat=" + v);
+    } else if (name == "--liveness") {
+      std::string v = need();
+      o.liveness = detail::parse_seconds(name, v);
+      if (o.liveness.count() > 0 && o.liveness < std::chrono::milliseconds(100))
+        throw usage_error("--liveness: '" + v + "' is below 0.1 s (0 turns it off)");
+      o.passthrough.push_back("--liveness=" + v);
     } else if (name == "--tls") {
       flag_only();
       o.tls = true;

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <condition_variable>
@@ -55,6 +56,11 @@ struct local_child_options {
   std::vector<std::pair<std::string, std::string>> env;
   // Directory the child starts in; empty keeps the launcher's.
   std::string working_dir;
+  // A child stopped (SIGSTOP, SIGTSTP...) for this long is killed, its exit_status::cause
+  // saying so (0: never). The kernel still acknowledges a stopped process's TCP
+  // traffic, so only its parent can tell it from a busy one. Stops under a debugger
+  // (ptrace) are not seen.
+  std::chrono::milliseconds stopped_limit{0};
 };
 
 namespace detail {
@@ -232,7 +238,7 @@ class local_child final : public child {
  public:
   local_child(const std::vector<std::string>& argv, child_callbacks cb,
               const local_child_options& opt = {})
-      : cb_(std::move(cb)) {
+      : cb_(std::move(cb)), stopped_limit_(opt.stopped_limit) {
     if (argv.empty() || argv[0].empty())
       throw std::invalid_argument("start_local_child: no binary given (empty argv)");
     const std::string& name = argv[0];
@@ -272,7 +278,9 @@ class local_child final : public child {
   // Otherwise like an executed child (pipes, process group, parent-death signal), and
   // what exec would have done is done by hand: caught signals reset to their default,
   // close-on-exec descriptors closed. Only the forking thread exists in the child.
-  local_child(const std::function<int()>& body, child_callbacks cb) : cb_(std::move(cb)) {
+  local_child(const std::function<int()>& body, child_callbacks cb,
+              const local_child_options& opt = {})
+      : cb_(std::move(cb)), stopped_limit_(opt.stopped_limit) {
     detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
     detail::make_pipe(in_r, in_w);
     detail::make_pipe(out_r, out_w);
@@ -473,15 +481,47 @@ class local_child final : public child {
     if (::kill(-pid_, sig) != 0 && errno == ESRCH) ::kill(pid_, sig);  // it left its group
   }
 
+  // Kills the child once it has been stopped by a signal for stopped_limit_ (I/O thread).
+  void watch_stop(std::chrono::steady_clock::time_point& since) {
+    if (!stop_cause_.empty()) return;
+    int sig = 0;
+    {
+      // WNOWAIT: the stop stays reportable; waitpid without WUNTRACED never reports it.
+      std::lock_guard lk(reap_mu_);
+      if (reaped_) return;
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == pid_ && info.si_code == CLD_STOPPED)
+        sig = info.si_status;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (sig == 0) {
+      since = {};
+      return;
+    }
+    if (since == std::chrono::steady_clock::time_point{}) since = now;
+    if (now - since < stopped_limit_) return;
+    const char* abbrev = ::sigabbrev_np(sig);
+    char text[160];
+    std::snprintf(text, sizeof text, "stopped (SIG%s) for %g s: it stopped answering",
+                  abbrev ? abbrev : "?", static_cast<double>(stopped_limit_.count()) / 1000.0);
+    stop_cause_ = text;
+    signal_group(SIGKILL);
+  }
+
   void pump() {
     tlaunch::detail::line_splitter split[2];
     char buf[65536];
     pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
     int open = 2;
+    // With a stopped_limit, the child's state is looked at every 100 ms.
+    const int tick_ms = stopped_limit_.count() > 0 ? 100 : -1;
+    std::chrono::steady_clock::time_point stopped_since{};  // epoch: running
     while (open > 0) {
-      int r = ::poll(fds, 2, -1);
+      int r = ::poll(fds, 2, tick_ms);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) break;
+      if (tick_ms > 0) watch_stop(stopped_since);
       for (int i = 0; i < 2; ++i) {
         if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
@@ -516,6 +556,7 @@ class local_child final : public child {
       reaped_ = true;
     }
     exit_status es;
+    es.cause = stop_cause_;
     if (WIFEXITED(st)) es.code = WEXITSTATUS(st);
     if (WIFSIGNALED(st)) {
       es.signal = WTERMSIG(st);
@@ -535,6 +576,8 @@ class local_child final : public child {
   std::mutex reap_mu_;
   bool reaped_ = false;
   std::atomic<bool> running_{true};
+  const std::chrono::milliseconds stopped_limit_;
+  std::string stop_cause_;  // the I/O thread's
   std::thread thread_;
 };
 
@@ -548,8 +591,9 @@ inline child_ptr start_local_child(const std::vector<std::string>& argv, child_c
 
 // Forks a node process that runs `body` and exits with its result (see the second
 // local_child constructor); for tlaunch::start under local_mp.
-inline child_ptr start_forked_child(const std::function<int()>& body, child_callbacks cb) {
-  return std::make_unique<local_child>(body, std::move(cb));
+inline child_ptr start_forked_child(const std::function<int()>& body, child_callbacks cb,
+                                    const local_child_options& opt = {}) {
+  return std::make_unique<local_child>(body, std::move(cb), opt);
 }
 
 }  // namespace tlaunch::launch

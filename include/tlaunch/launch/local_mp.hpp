@@ -49,6 +49,8 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
       if (f) f({});
     }
   } unpublish_on_return{hooks.publish_stop};
+  local_child_options child_opt;
+  child_opt.stopped_limit = stopped_limit(o);  // a stopped node is failed (--liveness)
   int code = coord.run(places, [&](const placement& place, std::uint16_t port,
                                    const std::vector<std::string>& tail, child_callbacks cb) {
     if (hooks.fork_nodes) {
@@ -61,12 +63,12 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
         node_o.role = tail.front().substr(role_flag.size());
       node_o.coordinator = "127.0.0.1:" + std::to_string(port);
       return start_forked_child([&p, node_o] { return run_node_process(p, node_o); },
-                                std::move(cb));
+                                std::move(cb), child_opt);
     }
     // Launch flags first: the tail ends with `-- <program arguments>`.
     std::vector<std::string> argv{exe, "--tlaunch-coordinator=127.0.0.1:" + std::to_string(port)};
     argv.insert(argv.end(), tail.begin(), tail.end());
-    return start_local_child(argv, std::move(cb));
+    return start_local_child(argv, std::move(cb), child_opt);
   });
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1")
     out.print("launcher", stream::err,

@@ -70,6 +70,7 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
   so.identity = o.ssh_identity;
   so.accept_new = o.ssh_accept_new;
   so.known_hosts = o.known_hosts;
+  so.liveness_ms = static_cast<long>(o.liveness.count());
   if (auto it = o.launcher_flags.find("--ssh-cache-dir"); it != o.launcher_flags.end())
     so.cache_dir = it->second;
   if (auto it = o.launcher_flags.find("--ssh-cache-keep"); it != o.launcher_flags.end())
@@ -186,8 +187,10 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
       if (!link) {
         link = agent_link::start(
             [&](child_callbacks acb) {
-              return s.exec("exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent",
-                            std::move(acb));
+              // The agent kills a node stopped for two --liveness intervals.
+              std::string cmd = "exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent";
+              cmd += fmt::format(" --liveness={:g}", o.liveness.count() / 1000.0);
+              return s.exec(cmd, std::move(acb));
             },
             pl.host,
             [&out, where = "agent@" + pl.host](stream st, std::string_view line) {

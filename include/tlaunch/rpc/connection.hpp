@@ -93,6 +93,14 @@ struct connection_config : hello_identity {
   // Once ready, a ping every interval, and the connection closed after three
   // intervals without a byte from the peer (0: off).
   std::chrono::milliseconds heartbeat{0};
+  // Liveness without the peer's process (0: off; keepalive after 10 s idle, the old
+  // default): TCP keepalive probes every interval on an idle connection, and the
+  // connection fails when the peer's host has answered nothing (no ACK, no byte) for
+  // liveness_intervals while something waits for its acknowledgement (data in flight or a
+  // keepalive probe). The kernel answers for a process that is busy or stopped, and a
+  // receiver that does not read keeps acknowledging the sender's window probes: only dead
+  // hosts, cut links and partitions are noticed, never a busy process.
+  std::chrono::milliseconds liveness{1000};
   // --tls: every connection runs TLS (rpc/tls.hpp) under the hello exchange; null: off.
   // Both sides of a connection must agree; one that does not is refused, named.
   std::shared_ptr<const tls_context> tls;
@@ -140,8 +148,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // Our address on this connection, as the peer sees it.
   std::string local_ip() const;
   bool closed() const { return closed_seen_.load(std::memory_order_acquire); }
-  // Closed by the heartbeat: the peer sent nothing for silent_intervals (it is stopped,
-  // hung or cut off, not exited: an exit closes the socket).
+  // Closed by the heartbeat (the peer sent nothing for silent_intervals) or by the kernel
+  // (its host acknowledged nothing for the user timeout): the peer is stopped, hung or cut
+  // off, not exited (an exit closes the socket), so no exit status is coming soon.
   bool went_silent() const { return went_silent_.load(std::memory_order_acquire); }
   bool ready() const;
 
@@ -204,6 +213,17 @@ class connection : public std::enable_shared_from_this<connection> {
   // ----- heartbeats -------------------------------------------------------------
 
   static constexpr int silent_intervals = 3;  // without a byte read: the peer is gone
+  static constexpr int liveness_intervals = 2;  // unacknowledged: the peer's host is gone
+
+  // Under the lock: the next liveness check (a quarter interval), once connected. The
+  // timer keeps no reference.
+  void arm_liveness_locked();
+
+  // Reads the kernel's TCP_INFO: closes the connection when the peer's host answered
+  // nothing for liveness_intervals while data or a keepalive probe waits for it. Not
+  // TCP_USER_TIMEOUT, which also fails a connection whose receiver is busy and lets its
+  // window stay closed (the kernel then aborts on window probes that are answered).
+  void liveness_tick();
 
   // Under the lock: the next heartbeat tick. The timer keeps no reference.
   void arm_heartbeat_locked();
@@ -220,15 +240,19 @@ class connection : public std::enable_shared_from_this<connection> {
 
   void start_connect(const std::string& address);
 
-  // With heartbeats, a TCP connect unanswered for three intervals is given up (its calls
-  // fail as unavailable, the next call dials afresh): a SYN sent into a partition is
-  // otherwise retried by the kernel at growing intervals (1, 3, 7, 15 s... after the
-  // connect began), and calls would wait that long after the partition heals. Three
-  // intervals, not one: a connect that lost one SYN (retried at 1 s) still succeeds.
-  // Uses the acceptor's handshake timer.
+  // A TCP connect unanswered for three heartbeat intervals, or without heartbeats for 1.5
+  // liveness intervals, is given up (its calls fail as unavailable, the next call dials
+  // afresh): a SYN sent into a partition is otherwise retried by the kernel at growing
+  // intervals (1, 3, 7, 15 s... after the connect began), and calls would wait that long
+  // after the partition heals. Over 1 s: a connect that lost one SYN (retried at 1 s)
+  // still succeeds. Uses the acceptor's handshake timer.
   void arm_connect_deadline(const std::string& address);
 
+  // Keepalive and TCP_USER_TIMEOUT (connection_config::liveness, heartbeat).
   void configure_socket();
+  // Why the connection failed when its peer's host stopped answering (the liveness check,
+  // or ETIMEDOUT from the kernel), naming the peer; `limit` 0 when not known.
+  std::string unacknowledged_reason(std::chrono::milliseconds limit) const;
 
   void send_handshake(wire::frame_buffer&& f);
 
@@ -390,6 +414,8 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::steady_timer handshake_deadline_;
   bool heartbeat_armed_ = false;  // heartbeat_ waits
   asio::steady_timer heartbeat_;
+  bool liveness_armed_ = false;  // liveness_ waits
+  asio::steady_timer liveness_;
   // Reads so far (reader), and what the heartbeat ticks saw of them (ticks only).
   std::atomic<std::uint64_t> reads_{0};
   std::uint64_t reads_at_tick_ = 0;
@@ -584,6 +610,7 @@ TLAUNCH_DECL connection::connection(tcp::socket s, side sd,
       sink_(sink),
       handshake_deadline_(socket_.get_executor()),
       heartbeat_(socket_.get_executor()),
+      liveness_(socket_.get_executor()),
       handshake_(sd, *cfg_, fresh_nonce()) {
   // Until the peer has proven the secret, it gets a small read buffer.
   reader_.set_min_buffer(handshake::buffer_size);
@@ -723,7 +750,8 @@ TLAUNCH_DECL void connection::start_connect(const std::string& address) {
 }
 
 TLAUNCH_DECL void connection::arm_connect_deadline(const std::string& address) {
-  const auto limit = cfg_->heartbeat * silent_intervals;
+  const auto limit = cfg_->heartbeat.count() > 0 ? cfg_->heartbeat * silent_intervals
+                                                 : cfg_->liveness * 3 / 2;
   if (limit.count() <= 0) return;
   std::lock_guard lk(mu_);
   if (closed_ || connected_) return;
@@ -743,6 +771,12 @@ TLAUNCH_DECL void connection::arm_connect_deadline(const std::string& address) {
   });
 }
 
+TLAUNCH_DECL std::string connection::unacknowledged_reason(std::chrono::milliseconds limit) const {
+  std::string why = "no answer from " + peer_name() + "'s host";
+  if (limit.count() > 0) why += " for " + fmt_seconds(limit);
+  return why + ": host down or network cut";
+}
+
 TLAUNCH_DECL void connection::configure_socket() {
   std::error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
@@ -750,6 +784,13 @@ TLAUNCH_DECL void connection::configure_socket() {
   int fd = socket_.native_handle();
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // never inherited by node processes
   int idle = 10, intvl = 5, cnt = 3;
+  if (cfg_->liveness.count() > 0) {
+    // A probe every interval once idle (whole seconds: the kernel's unit). The kernel
+    // itself ends an idle connection after two unanswered probes, should liveness_tick
+    // be late (its io thread busy).
+    idle = intvl = static_cast<int>(std::max<std::int64_t>(1, (cfg_->liveness.count() + 999) / 1000));
+    cnt = liveness_intervals;
+  }
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
@@ -759,6 +800,39 @@ TLAUNCH_DECL void connection::configure_socket() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
   }
   socket_.non_blocking(true, ec);
+  std::lock_guard lk(mu_);
+  arm_liveness_locked();
+}
+
+TLAUNCH_DECL void connection::arm_liveness_locked() {
+  const auto interval = cfg_->liveness;
+  if (interval.count() <= 0 || closed_) return;
+  liveness_armed_ = true;
+  liveness_.expires_after(std::max(interval / 4, std::chrono::milliseconds(25)));
+  liveness_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->liveness_tick();
+  });
+}
+
+TLAUNCH_DECL void connection::liveness_tick() {
+  const auto limit = cfg_->liveness * liveness_intervals;
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  {
+    std::lock_guard lk(mu_);
+    liveness_armed_ = false;
+    if (closed_) return;  // the socket stays open until closed_ is set
+    if (::getsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        ti.tcpi_state != TCP_ESTABLISHED || (ti.tcpi_unacked == 0 && ti.tcpi_probes == 0) ||
+        std::min(ti.tcpi_last_ack_recv, ti.tcpi_last_data_recv) <
+            static_cast<std::uint32_t>(limit.count())) {
+      arm_liveness_locked();
+      return;
+    }
+  }
+  went_silent_.store(true, std::memory_order_release);
+  close(unacknowledged_reason(limit));
 }
 
 TLAUNCH_DECL void connection::send_handshake(wire::frame_buffer&& f) {
@@ -1070,6 +1144,15 @@ TLAUNCH_DECL bool connection::handle_tls_read(std::size_t n) {
 }
 
 TLAUNCH_DECL void connection::write_failed(std::error_code ec) {
+  if (ec == asio::error::timed_out) {
+    went_silent_.store(true, std::memory_order_release);
+    std::string why = unacknowledged_reason({});
+    std::unique_lock lk(mu_);
+    writing_ = false;
+    writer_.clear();
+    close_locked(lk, why);
+    return;
+  }
   std::unique_lock lk(mu_);
   writing_ = false;
   writer_.clear();
@@ -1156,6 +1239,11 @@ TLAUNCH_DECL void connection::on_read(std::shared_ptr<void> self, std::error_cod
 
 TLAUNCH_DECL bool connection::handle_read(std::error_code ec, std::size_t n) {
   if (ec) {
+    if (ec == asio::error::timed_out) {  // keepalive or TCP_USER_TIMEOUT: no status follows
+      went_silent_.store(true, std::memory_order_release);
+      read_stopped(unacknowledged_reason({}));
+      return false;
+    }
     std::string why = ec == asio::error::eof
                           ? "closed by " + peer_name()
                           : "read from " + peer_name() + " failed: " + ec.message();
@@ -1324,6 +1412,10 @@ TLAUNCH_DECL void connection::close_locked(std::unique_lock<tlaunch::detail::fas
   if (heartbeat_armed_) {
     heartbeat_armed_ = false;
     heartbeat_.cancel();
+  }
+  if (liveness_armed_) {
+    liveness_armed_ = false;
+    liveness_.cancel();
   }
   auto pending = calls_.take_all();
   pre_.clear();

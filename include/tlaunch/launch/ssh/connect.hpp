@@ -60,6 +60,11 @@ inline void set_keepalive(int fd, const session_options& o) {
   int on = 1, idle = std::max(1, o.keepalive_idle_s), intvl = std::max(1, o.keepalive_interval_s),
       cnt = std::max(1, o.keepalive_count);
   unsigned user_timeout_ms = static_cast<unsigned>(idle + intvl * cnt) * 1000;
+  if (o.liveness_ms > 0) {  // as rpc::connection::configure_socket does
+    idle = intvl = static_cast<int>(std::max(1L, (o.liveness_ms + 999) / 1000));
+    cnt = 2;
+    user_timeout_ms = static_cast<unsigned>(o.liveness_ms * 2);
+  }
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);

@@ -331,3 +331,46 @@ TEST_SUITE("accept_loop") {
     CHECK(count(err, "\n") < 12);
   }
 }
+
+TEST_SUITE("tls") {
+  TEST_CASE("--tls: peers with TLS talk; a peer without it is refused, both sides naming --tls") {
+    tlaunch::detail::runtime_options with_tls;
+    with_tls.tls = true;
+    {
+      node_process node(with_tls);
+      real_peer peer(node.address(), with_tls);
+      CHECK(peer.call(4) == 8);
+      CHECK(peer.call(5) == 10);  // the same connection, on
+
+      real_peer plain(node.address());
+      std::string what;
+      try {
+        plain.call(1);
+      } catch (const tlaunch::unavailable& e) {
+        what = e.what();
+      }
+      CAPTURE(what);
+      CHECK(what.find(node.address()) != std::string::npos);  // names the peer
+      CHECK(what.find("runs with --tls and the peer does not") != std::string::npos);
+      CHECK(node.wait_for_err("runs with --tls and the peer does not"));
+      CHECK(peer.call(6) == 12);  // the node serves its TLS peers on
+    }
+    {
+      node_process node({});
+      real_peer peer(node.address(), with_tls);
+      std::string what;
+      try {
+        peer.call(1);
+      } catch (const tlaunch::unavailable& e) {
+        what = e.what();
+      }
+      CAPTURE(what);
+      CHECK(what.find(node.address()) != std::string::npos);
+      CHECK(what.find("started a TLS handshake: it runs with --tls and this process does not") !=
+            std::string::npos);
+      CHECK(node.wait_for_err("started a TLS handshake"));
+      real_peer plain(node.address());
+      CHECK(plain.call(7) == 14);
+    }
+  }
+}

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -98,6 +99,34 @@ struct Failer {
   asio::awaitable<void> run(tlaunch::context&) {
     throw std::runtime_error("the hyperparameter made it diverge");
     co_return;
+  }
+};
+
+// Echoes bytes back reversed, and doubles numbers: calls of every size, over TLS too.
+struct Mirror {
+  tlaunch::bytes reversed(tlaunch::bytes b) const {
+    std::string r(b.data(), b.size());
+    std::reverse(r.begin(), r.end());
+    return tlaunch::bytes(std::move(r));
+  }
+  std::int64_t twice(std::int64_t v) const { return 2 * v; }
+  using rpc = tlaunch::methods<&Mirror::reversed, &Mirror::twice>;
+};
+
+// A small call, a 1 MiB one and 64 at once; writes "ok" to out when every answer is right.
+struct MirrorUser {
+  tlaunch::handle<Mirror> mirror;
+  std::string out;
+  asio::awaitable<void> run(tlaunch::context&) {
+    bool ok = co_await mirror.call<&Mirror::twice>(std::int64_t{21}) == 42;
+    std::string big(1 << 20, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+    auto r = co_await mirror.call<&Mirror::reversed>(tlaunch::bytes(big));
+    ok = ok && r.size() == big.size() && std::equal(big.rbegin(), big.rend(), r.data());
+    std::vector<decltype(mirror.async<&Mirror::twice>(std::int64_t{0}))> inflight;
+    for (std::int64_t i = 0; i < 64; ++i) inflight.push_back(mirror.async<&Mirror::twice>(i));
+    for (std::int64_t i = 0; i < 64; ++i) ok = ok && co_await inflight[static_cast<std::size_t>(i)].async_wait() == 2 * i;
+    std::ofstream(out) << (ok ? "ok" : "wrong") << '\n';
   }
 };
 
@@ -250,6 +279,24 @@ TEST_SUITE("launch_api") {
     bool still_mine = after.sa_handler == mine.sa_handler;
     CHECK(still_mine);  // start() installed none of its own
     ::sigaction(SIGINT, &before, nullptr);
+  }
+
+  TEST_CASE("--tls: small, 1 MiB and concurrent calls between node processes all succeed") {
+    scratch_file f("tls");
+    for (const auto& launch : launchers({"local_mp", "local_mt"})) {
+      CAPTURE(launch);
+      std::filesystem::remove(f.path);
+      auto o = with(launch);
+      o.tls = true;
+      o.force_wire = true;  // local_mt: over TCP too, so TLS is used
+      auto run = tlaunch::start(tlaunch::program(tlaunch::node<"mirror", Mirror>(),
+                                                 tlaunch::node<"user", MirrorUser>(
+                                                     tlaunch::ref<"mirror">, f.path.string())),
+                                o);
+      CHECK(run.wait() == 0);
+      CHECK(run.failure().empty());
+      CHECK(f.read() == "ok");
+    }
   }
 
 #if defined(TLAUNCH_SWEEP_EXE)

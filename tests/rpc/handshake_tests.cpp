@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <tlaunch/rpc/handshake.hpp>
+#include <tlaunch/rpc/tls.hpp>
 
 using tlaunch::rpc::handshake;
 using tlaunch::rpc::hello_identity;
@@ -207,5 +208,98 @@ TEST_SUITE("handshake") {
     std::vector<char> junk{'\x7f'};
     handshake again(handshake::side::connector, ci, nonce_of(1));
     CHECK(feed(again, wire::kind::refuse, junk).reason == "(unreadable reason)");
+  }
+}
+
+// TLS under the hello exchange (--tls): the transform of a connection, without a socket.
+TEST_SUITE("tls_channel") {
+  using tlaunch::rpc::tls_channel;
+  using tlaunch::rpc::tls_context;
+
+  // Runs the handshake between two channels, moving records until neither has any.
+  bool shake(tls_channel& client, tls_channel& server) {
+    std::vector<char> wire;
+    if (!client.handshake()) return false;
+    for (int round = 0; round < 10 && !(client.open() && server.open()); ++round) {
+      wire.clear();
+      client.take_output(wire);
+      server.feed(wire);
+      if (!server.handshake()) return false;
+      wire.clear();
+      server.take_output(wire);
+      client.feed(wire);
+      if (!client.handshake()) return false;
+    }
+    wire.clear();
+    client.take_output(wire);  // the client's Finished
+    server.feed(wire);
+    return server.handshake() && client.open() && server.open();
+  }
+
+  std::string open_all(tls_channel& c) {
+    std::string out;
+    char buf[4096];
+    for (long n; (n = c.open_into(buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+  }
+
+  TEST_CASE("a frame sealed with the launch's key is not plaintext on the wire and opens on the other side") {
+    const std::vector<std::uint8_t> secret(32, 9);
+    tls_context ctx(secret);
+    tls_channel client(ctx, false), server(ctx, true);
+    REQUIRE(shake(client, server));
+    CHECK(client.used_psk());
+    CHECK(server.used_psk());
+    CHECK(client.forward_secret());
+
+    wire::frame_buffer f;
+    const std::string marker = "PLAINTEXT-MARKER-a7f3 the payload of a call";
+    wire::serialize_into(f, marker);
+    f.seal({.type = wire::kind::call, .call_id = 42});
+    auto b = f.bytes();
+    std::string plain(b.data(), b.size());
+
+    REQUIRE(client.seal({plain.data(), plain.size()}));
+    std::vector<char> sealed;
+    client.take_output(sealed);
+    std::string on_wire(sealed.begin(), sealed.end());
+    CHECK(on_wire.size() > plain.size());
+    CHECK(on_wire.find("PLAINTEXT-MARKER") == std::string::npos);
+    CHECK(tlaunch::rpc::looks_like_tls(sealed) == false);  // a record of data, not a handshake
+
+    server.feed(sealed);
+    CHECK(open_all(server) == plain);
+
+    // The other way too, and a record changed on the way is refused.
+    REQUIRE(server.seal({marker.data(), marker.size()}));
+    sealed.clear();
+    server.take_output(sealed);
+    sealed[sealed.size() - 3] ^= 1;
+    client.feed(sealed);
+    char buf[256];
+    CHECK(client.open_into(buf) < 0);
+    CHECK_FALSE(client.error().empty());
+  }
+
+  TEST_CASE("a peer keyed from another launch secret fails the handshake") {
+    tls_context mine(std::vector<std::uint8_t>(32, 1)), theirs(std::vector<std::uint8_t>(32, 2));
+    tls_channel client(mine, false), server(theirs, true);
+    CHECK_FALSE(shake(client, server));
+    CHECK_FALSE(server.open());
+    CHECK_FALSE(server.error().empty());
+  }
+
+  TEST_CASE("a ClientHello looks like TLS; a tlaunch frame does not") {
+    tls_context ctx(std::vector<std::uint8_t>(32, 3));
+    tls_channel client(ctx, false);
+    CHECK(client.handshake());
+    std::vector<char> hello;
+    client.take_output(hello);
+    CHECK(tlaunch::rpc::looks_like_tls(hello));
+    auto ci = identity("worker/0");
+    handshake h(handshake::side::connector, ci, nonce_of(1));
+    auto f = h.hello();
+    auto b = f.bytes();
+    CHECK_FALSE(tlaunch::rpc::looks_like_tls({b.data(), b.size()}));
   }
 }

@@ -173,6 +173,16 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached_path(TLAUNCH_CONSUMER_PRODUCERS_EXE)).empty());
   }
 
+  TEST_CASE("--tls: consumer_producers across two hosts, every connection under TLS, exit 0") {
+    auto r = it::run(ssh_launch(TLAUNCH_CONSUMER_PRODUCERS_EXE, {h2(), h3()}, {"--tls"}), 60s);
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "[consumer/0@" + h3() + "] sum of 3 results: 14\n"));
+    CHECK(has(r.out, "[consumer/0@" + h3() + "] broadcast work(10) to 3 producers: 300\n"));
+    CHECK_FALSE(has(r.all, "TLS"));  // no handshake failed, nothing refused
+    CHECK(it::node_pids(cached_path(TLAUNCH_CONSUMER_PRODUCERS_EXE)).empty());
+  }
+
   TEST_CASE("the second launch finds the binary cached and skips the upload") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     std::error_code ec;

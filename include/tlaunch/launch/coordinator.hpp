@@ -17,6 +17,7 @@
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -66,6 +67,7 @@ class coordinator final : public rpc::connection_sink {
     cfg->handshake_timeout = o.handshake_timeout;
     cfg->heartbeat = o.heartbeat;
     cfg->liveness = o.liveness;
+    if (o.tls) cfg->tls = std::make_shared<const rpc::tls_context>(cfg->secret);
     // Every node connects at start: they never count against the cap.
     std::size_t instances = 0;
     for (auto& n : nodes_) instances += n.replicas;
@@ -287,6 +289,10 @@ class coordinator final : public rpc::connection_sink {
     std::string role;
     for (std::uint32_t m : s.members) role.append(role.empty() ? "" : ",").append(slots_[m].id);
     std::vector<std::string> tail = {"--tlaunch-role=" + role};
+    // Set as an option (tlaunch::start) rather than a flag: the node processes need it too.
+    if (opt_.tls && std::find(opt_.passthrough.begin(), opt_.passthrough.end(), "--tls") ==
+                        opt_.passthrough.end())
+      tail.push_back("--tls");
     tail.insert(tail.end(), opt_.passthrough.begin(), opt_.passthrough.end());
     child_callbacks cb;
     std::uint32_t flat = s.place.flat, gen = s.gen;

@@ -47,6 +47,8 @@ struct options {
   // and TCP_USER_TIMEOUT of two on every socket, and a node process stopped for two
   // intervals is killed as failed by the process that started it (0: kernel defaults).
   std::chrono::milliseconds liveness{1000};
+  // --tls: TLS 1.3 on every connection between processes, keyed from the launch secret.
+  bool tls = false;
   // placement (launch/placement.hpp)
   std::vector<std::string> hosts;
   std::string hostfile;
@@ -157,6 +159,9 @@ Launch:
                            nothing for twice as long, and a node process stopped
                            (SIGSTOP) that long is killed as failed; a busy process
                            is never taken as gone (default 1; 0: kernel defaults)
+  --tls                    encrypt every connection between processes (TLS 1.3,
+                           keyed from the launch's secret: no files to manage);
+                           local_mt makes no connections unless --force-wire
 Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
@@ -337,6 +342,10 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       if (o.liveness.count() > 0 && o.liveness < std::chrono::milliseconds(100))
         throw usage_error("--liveness: '" + v + "' is below 0.1 s (0 turns it off)");
       o.passthrough.push_back("--liveness=" + v);
+    } else if (name == "--tls") {
+      flag_only();
+      o.tls = true;
+      o.passthrough.push_back("--tls");
     } else if (name == "--hosts") {
       for (auto& h : detail::split(need(), ',')) o.hosts.push_back(h);
     } else if (name == "--hostfile") {

@@ -48,6 +48,7 @@ inline int run_local_mt(const tlaunch::detail::program_view& p, const options& o
   ro.max_unauthenticated = o.max_unauthenticated;
   ro.heartbeat = o.heartbeat;
   ro.liveness = o.liveness;
+  ro.tls = o.tls;  // only --force-wire makes connections in this process
   ro.grace = o.grace;
   ro.user_args = o.user_args;
   auto secret = tlaunch::detail::random_secret();

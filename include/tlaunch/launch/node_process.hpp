@@ -141,6 +141,7 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
   ro.max_unauthenticated = o.max_unauthenticated;
   ro.heartbeat = o.heartbeat;
   ro.liveness = o.liveness;
+  ro.tls = o.tls;
   ro.grace = o.grace;
   ro.user_args = o.user_args;
   tlaunch::detail::runtime rt(nodes, ro, *secret, o.role);

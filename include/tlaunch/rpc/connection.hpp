@@ -50,6 +50,7 @@
 #include "frame_writer.hpp"
 #include "handshake.hpp"
 #include "io_thread.hpp"
+#include "tls.hpp"
 
 namespace tlaunch::rpc {
 
@@ -100,6 +101,9 @@ struct connection_config : hello_identity {
   // receiver that does not read keeps acknowledging the sender's window probes: only dead
   // hosts, cut links and partitions are noticed, never a busy process.
   std::chrono::milliseconds liveness{1000};
+  // --tls: every connection runs TLS (rpc/tls.hpp) under the hello exchange; null: off.
+  // Both sides of a connection must agree; one that does not is refused, named.
+  std::shared_ptr<const tls_context> tls;
 };
 
 // The owner of the connections (the runtime or the coordinator).
@@ -252,8 +256,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
   void send_handshake(wire::frame_buffer&& f);
 
-  // Sends a refusal, then closes.
-  void refuse(const std::string& reason);
+  // Sends a refusal, then closes. plaintext: outside TLS (to a peer without --tls).
+  void refuse(const std::string& reason, bool plaintext = false);
 
   // A frame of the hello exchange; returns false if the connection was closed.
   bool handle_handshake(const wire::frame_header& h, std::span<const char> payload);
@@ -306,7 +310,29 @@ class connection : public std::enable_shared_from_this<connection> {
 
   void write_loop();
 
+  // write_loop under TLS: seals what the writer holds into tls_out_ and writes that.
+  void tls_write_loop();
+
   void write_failed(std::error_code ec);
+
+  // ----- TLS (--tls) -------------------------------------------------------------
+
+  // The connector's ClientHello, once connected.
+  void start_tls();
+
+  // Ciphertext arrived in tls_in_: drives the handshake, then opens records into
+  // the frame reader and handles their frames. Returns whether to read on.
+  bool handle_tls_read(std::size_t n);
+
+  // The first bytes from the peer are not TLS: it runs without --tls.
+  void tls_peer_is_plain(std::span<const char> got);
+
+  // Where the next read goes: the frame reader, or under TLS the ciphertext buffer.
+  asio::mutable_buffer read_buffer() {
+    if (tls_) [[unlikely]]
+      return asio::buffer(tls_in_);
+    return reader_.prepare();
+  }
 
   // ----- reading -----------------------------------------------------------------
 
@@ -341,6 +367,9 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Returns whether to read on.
   bool handle_read(std::error_code ec, std::size_t n);
+
+  // n bytes of plaintext arrived in the frame reader. Returns whether to read on.
+  bool handle_plain(std::size_t n);
 
   struct reply_run {
     static constexpr std::size_t capacity = 32;
@@ -405,6 +434,17 @@ class connection : public std::enable_shared_from_this<connection> {
   batch_collector read_batch_;
   frame_reader reader_;
   handshake handshake_;  // also used by the connector before its first read
+
+  // TLS (--tls); all null or empty without it. tls_mu_ serializes the reader's and
+  // the writer's use of tls_; tls_open_ and tls_flush_ are under mu_.
+  std::unique_ptr<tls_channel> tls_;
+  tlaunch::detail::fast_mutex tls_mu_;
+  bool tls_open_ = false;   // handshake done: plaintext may be sealed
+  bool tls_flush_ = false;  // the reader left handshake records for the writer
+  bool tls_first_read_ = true;       // reader-only
+  std::vector<char> tls_in_;         // reader-only: ciphertext read
+  std::vector<char> tls_out_;        // writer-only: ciphertext to write
+  std::size_t tls_out_at_ = 0;       // writer-only: written so far
 };
 
 }  // namespace tlaunch::rpc
@@ -574,6 +614,10 @@ TLAUNCH_DECL connection::connection(tcp::socket s, side sd,
       handshake_(sd, *cfg_, fresh_nonce()) {
   // Until the peer has proven the secret, it gets a small read buffer.
   reader_.set_min_buffer(handshake::buffer_size);
+  if (cfg_->tls) {
+    tls_ = std::make_unique<tls_channel>(*cfg_->tls, sd == side::acceptor);
+    tls_in_.resize(handshake::buffer_size);
+  }
 }
 
 TLAUNCH_DECL void connection::log_bad_peer(const connection_config& cfg, connection_sink& sink,
@@ -698,6 +742,7 @@ TLAUNCH_DECL void connection::start_connect(const std::string& address) {
                                 self->connected_ = true;
                                 self->end_unauthenticated_locked();  // the connect deadline
                               }
+                              if (self->tls_) self->start_tls();
                               self->send_handshake(self->handshake_.hello());
                               self->start_read();
                             });
@@ -797,7 +842,7 @@ TLAUNCH_DECL void connection::send_handshake(wire::frame_buffer&& f) {
   kick_locked(lk);
 }
 
-TLAUNCH_DECL void connection::refuse(const std::string& reason) {
+TLAUNCH_DECL void connection::refuse(const std::string& reason, bool plaintext) {
   log_bad_peer("refused: " + reason, "refusing connection from " + peer_address_ + ": " + reason);
   auto f = handshake::refusal(reason);
   std::unique_lock lk(mu_);
@@ -805,7 +850,16 @@ TLAUNCH_DECL void connection::refuse(const std::string& reason) {
   if (!writing_) {  // best effort: the reason reaches the peer before the close
     std::error_code ec;
     auto b = f.bytes();
-    socket_.write_some(asio::buffer(b.data(), b.size()), ec);
+    if (tls_ && !plaintext) {
+      std::vector<char> sealed;
+      {
+        std::lock_guard tl(tls_mu_);
+        if (tls_->open() && tls_->seal({b.data(), b.size()})) tls_->take_output(sealed);
+      }
+      if (!sealed.empty()) socket_.write_some(asio::buffer(sealed), ec);
+    } else {
+      socket_.write_some(asio::buffer(b.data(), b.size()), ec);
+    }
   }
   close_locked(lk, "refused: " + reason);
 }
@@ -832,6 +886,7 @@ TLAUNCH_DECL bool connection::handle_handshake(const wire::frame_header& h,
   if (step.reply) send_handshake(std::move(*step.reply));
   if (step.what == handshake::outcome::ready) {
     reader_.set_min_buffer(frame_reader::initial_buffer);  // the reader's own thread
+    if (tls_) tls_in_.resize(frame_reader::initial_buffer * 2);
     become_ready();
   }
   return true;
@@ -849,7 +904,14 @@ TLAUNCH_DECL void connection::become_ready() {
 }
 
 TLAUNCH_DECL void connection::kick_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk) {
-  if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) return;
+  if (tls_) [[unlikely]] {
+    // Handshake records to send, or plaintext once TLS is open.
+    if (writing_ || closed_ ||
+        (!tls_flush_ && (!tls_open_ || (pre_.empty() && (out_.empty() || !ready_)))))
+      return;
+  } else if (writing_ || closed_ || (pre_.empty() && (out_.empty() || !ready_))) {
+    return;
+  }
   if (side_ == side::connector && !connected_) return;
   writing_ = true;
   lk.unlock();
@@ -899,6 +961,8 @@ TLAUNCH_DECL bool connection::refill_batch_locked() {
 }
 
 TLAUNCH_DECL void connection::write_loop() {
+  if (tls_) [[unlikely]]
+    return tls_write_loop();
   for (;;) {
     if (writer_.done()) {
       writer_.recycle_written();
@@ -925,6 +989,157 @@ TLAUNCH_DECL void connection::write_loop() {
     }
     if (ec) return write_failed(ec);
     writer_.advance(n);
+  }
+}
+
+TLAUNCH_DECL void connection::tls_write_loop() {
+  // Plaintext sealed per round: the kernel sends one round while the next is sealed.
+  static constexpr std::size_t seal_round = 256 * 1024;
+  for (;;) {
+    if (tls_out_at_ < tls_out_.size()) {
+      auto rest = asio::buffer(tls_out_.data() + tls_out_at_, tls_out_.size() - tls_out_at_);
+      std::error_code ec;
+      std::size_t n = socket_.write_some(rest, ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        socket_.async_write_some(rest, [self = shared_from_this()](std::error_code ec,
+                                                                   std::size_t n) {
+          if (ec) return self->write_failed(ec);
+          self->tls_out_at_ += n;
+          self->tls_write_loop();
+        });
+        return;
+      }
+      if (ec) return write_failed(ec);
+      tls_out_at_ += n;
+      continue;
+    }
+    tls_out_.clear();
+    tls_out_at_ = 0;
+    if (!writer_.done()) {
+      const auto& gather = writer_.gather();
+      std::size_t sealed = 0;
+      bool ok = true;
+      {
+        std::lock_guard tl(tls_mu_);
+        for (const auto& b : gather) {
+          std::size_t take = std::min(b.size(), seal_round - sealed);
+          if (!(ok = tls_->seal({static_cast<const char*>(b.data()), take}))) break;
+          sealed += take;
+          if (sealed == seal_round) break;
+        }
+        tls_->take_output(tls_out_);
+      }
+      if (!ok) {
+        std::unique_lock lk(mu_);
+        writing_ = false;
+        writer_.clear();
+        close_locked(lk, "TLS to " + peer_name_locked() + " failed: " + tls_->error());
+        return;
+      }
+      writer_.advance(sealed);
+      continue;
+    }
+    writer_.recycle_written();
+    std::unique_lock lk(mu_);
+    if (closed_) {
+      writing_ = false;
+      writer_.clear();
+      finish_close_locked(lk);
+      return;
+    }
+    // Under mu_: a reader that leaves records after this sees writing_ false and kicks.
+    tls_flush_ = false;
+    const bool more = tls_open_ && refill_batch_locked();
+    {
+      std::lock_guard tl(tls_mu_);
+      tls_->take_output(tls_out_);
+    }
+    if (!more && tls_out_.empty()) {
+      writing_ = false;
+      writer_.clear();
+      return;
+    }
+  }
+}
+
+TLAUNCH_DECL void connection::start_tls() {
+  bool ok;
+  {
+    std::lock_guard tl(tls_mu_);
+    ok = tls_->handshake();
+  }
+  if (!ok) return close("TLS handshake with " + peer_name() + " failed: " + tls_->error());
+  std::unique_lock lk(mu_);
+  tls_flush_ = true;
+  kick_locked(lk);
+}
+
+TLAUNCH_DECL void connection::tls_peer_is_plain(std::span<const char> got) {
+  if (side_ == side::acceptor) {
+    refuse("this process runs with --tls and the peer does not (every process of a launch "
+           "must run with --tls, or none)",
+           true);
+    return;
+  }
+  // A peer without --tls refuses our ClientHello in a plain frame.
+  if (got.size() >= wire::header_size) {
+    auto h = wire::load_header(got.data());
+    if (h.type == wire::kind::refuse && h.size <= got.size() - wire::header_size)
+      return close(peer_address_ + " refused the connection: " +
+                   handshake::refusal_reason(got.subspan(wire::header_size, h.size)));
+  }
+  close(peer_address_ + " does not speak TLS: it runs without --tls and this process with it "
+        "(every process of a launch must run with --tls, or none)");
+}
+
+TLAUNCH_DECL bool connection::handle_tls_read(std::size_t n) {
+  std::span<const char> got(tls_in_.data(), n);
+  if (tls_first_read_) {
+    tls_first_read_ = false;
+    if (!looks_like_tls(got)) [[unlikely]] {
+      tls_peer_is_plain(got);
+      read_stopped("");
+      return false;
+    }
+  }
+  bool ok = true, opened = false, flush = false;
+  {
+    std::lock_guard tl(tls_mu_);
+    tls_->feed(got);
+    if (!tls_->open()) {
+      ok = tls_->handshake();
+      opened = tls_->open();
+    }
+    flush = tls_->pending_output() > 0;
+  }
+  if (!ok) {
+    std::string why = tls_->error();
+    log_bad_peer("TLS handshake failed", "closing connection from " + peer_address_ +
+                                             ": TLS handshake failed: " + why);
+    read_stopped("TLS handshake with " + peer_name() + " failed: " + why +
+                 " (a process without the launch secret, or without --tls?)");
+    return false;
+  }
+  if (flush || opened) {
+    std::unique_lock lk(mu_);
+    tls_flush_ = tls_flush_ || flush;
+    tls_open_ = tls_open_ || opened;
+    kick_locked(lk);
+  }
+  for (;;) {
+    auto to = reader_.prepare();
+    long m;
+    {
+      std::lock_guard tl(tls_mu_);
+      if (!tls_->open()) return true;
+      m = tls_->open_into({static_cast<char*>(to.data()), to.size()});
+    }
+    if (m == 0) return true;
+    if (m < 0) {
+      read_stopped("TLS from " + peer_name() + " failed: " + tls_->error());
+      return false;
+    }
+    if (!handle_plain(static_cast<std::size_t>(m))) return false;
   }
 }
 
@@ -969,7 +1184,7 @@ TLAUNCH_DECL void connection::read_more() {
 }
 
 TLAUNCH_DECL void connection::async_read() {
-  socket_.async_read_some(reader_.prepare(), [self = std::shared_ptr<void>(shared_from_this())](
+  socket_.async_read_some(read_buffer(), [self = std::shared_ptr<void>(shared_from_this())](
                                              std::error_code ec, std::size_t n) mutable {
     static_cast<connection*>(self.get())->on_read(std::move(self), ec, n);
   });
@@ -980,7 +1195,7 @@ TLAUNCH_DECL void connection::poll_read(std::shared_ptr<void> self,
   static constexpr int reads_per_turn = 4;
   for (int i = 0; i < reads_per_turn; ++i) {
     std::error_code ec;
-    std::size_t n = socket_.read_some(reader_.prepare(), ec);  // the socket is non-blocking
+    std::size_t n = socket_.read_some(read_buffer(), ec);  // the socket is non-blocking
     if (ec != asio::error::would_block && ec != asio::error::try_again) {
 #ifdef TLAUNCH_TEST_COUNTERS
       if (!ec) test_counters::polled_reads.fetch_add(1, std::memory_order_relaxed);
@@ -1029,11 +1244,19 @@ TLAUNCH_DECL bool connection::handle_read(std::error_code ec, std::size_t n) {
       read_stopped(unacknowledged_reason({}));
       return false;
     }
-    read_stopped(ec == asio::error::eof ? "closed by " + peer_name()
-                                                     : "read from " + peer_name() +
-                                                           " failed: " + ec.message());
+    std::string why = ec == asio::error::eof
+                          ? "closed by " + peer_name()
+                          : "read from " + peer_name() + " failed: " + ec.message();
+    if (tls_ && !tls_->open()) why += " during the TLS handshake";
+    read_stopped(why);
     return false;
   }
+  if (tls_) [[unlikely]]
+    return handle_tls_read(n);
+  return handle_plain(n);
+}
+
+TLAUNCH_DECL bool connection::handle_plain(std::size_t n) {
   reader_.commit(n);
   // Only this thread writes it: a plain store, no read-modify-write on every read.
   reads_.store(reads_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -1079,6 +1302,12 @@ TLAUNCH_DECL bool connection::handle_read(std::error_code ec, std::size_t n) {
       continue;
     }
     if (got == frame_reader::status::malformed) [[unlikely]] {
+      if (!ready && !tls_ && looks_like_tls(reader_.unparsed())) {
+        refuse("the peer started a TLS handshake: it runs with --tls and this process does "
+               "not (every process of a launch must run with --tls, or none)");
+        read_stopped("");
+        return false;
+      }
       auto problem = reader_.problem(cfg_->max_frame);
       if (problem.empty())  // within max_frame, too large for the hello exchange
         problem = reader_.problem(limit) + " before the hello exchange completed";

@@ -117,6 +117,8 @@ class frame_reader {
   void rewind_if_empty() {
     if (begin_ == end_) begin_ = end_ = 0;
   }
+  // The bytes received and not yet parsed, outside a large frame.
+  std::span<const char> unparsed() const { return {buf_ + begin_, end_ - begin_}; }
   // Bytes received and not yet parsed (tests).
   std::size_t buffered() const { return big_ ? big_fill_ : end_ - begin_; }
 

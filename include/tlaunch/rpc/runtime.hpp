@@ -77,6 +77,8 @@ struct runtime_options {
   std::chrono::milliseconds heartbeat{0};
   // TCP keepalive and user timeout on every socket (0: kernel defaults); see connection_config.
   std::chrono::milliseconds liveness{1000};
+  // TLS on every connection (--tls; rpc/tls.hpp), keyed from the launch secret.
+  bool tls = false;
   std::vector<std::string> user_args;
 };
 
@@ -306,6 +308,7 @@ TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
   cfg->handshake_timeout = opt_.handshake_timeout;
   cfg->heartbeat = opt_.heartbeat;
   cfg->liveness = opt_.liveness;
+  if (opt_.tls) cfg->tls = std::make_shared<const rpc::tls_context>(cfg->secret);
   // Every other process may connect at once: they never count against the cap.
   cfg->max_unauthenticated = std::max<std::uint32_t>(opt_.max_unauthenticated, total + 64);
   cfg_ = std::move(cfg);

@@ -12,6 +12,7 @@
 #include "../launch/flags.hpp"
 #include "../launch/k8s.hpp"
 #include "../launch/node_env.hpp"
+#include "../launch/node_forker.hpp"
 #include "../launch/node_process.hpp"
 #include "../launch/output.hpp"
 #include "../launch/registry.hpp"
@@ -39,14 +40,29 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     std::fputs(launch::usage(prog).c_str(), stdout);
     return 0;
   }
+  // Node processes are forked from a copy of this process made now, while it is one
+  // thread, rather than executed (launch/node_forker.hpp).
+  auto start_forker = [&] {
+    if (o.exec_nodes) return;
+    launch::node_forker::start([p](const std::vector<std::string>& args) {
+      std::vector<const char*> av;
+      for (const auto& a : args) av.push_back(a.c_str());
+      av.push_back(nullptr);
+      return run_main(p, static_cast<int>(args.size()), av.data());
+    });
+  };
   try {
-    if (o.agent) return launch::run_agent();
+    if (o.agent) {
+      start_forker();
+      return launch::run_agent();
+    }
     if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
     if (!o.role.empty()) return launch::run_node_process(p, o);
     auto nodes = p.describe(o.replicas);
     launch::check_env_nodes(nodes, o);
     launch::apply_restart_flags(nodes, o);  // --restart names only nodes of the program
     launch::colocation_groups(nodes, p.colocated(), o);  // --colocate names instances of it
+    if (o.launch == "local_mp") start_forker();
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
     return launch::registered_launchers::run(p, o, out);
   } catch (const launch_error& e) {

@@ -186,7 +186,8 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
       if (!link) {
         link = agent_link::start(
             [&](child_callbacks acb) {
-              return s.exec("exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent",
+              return s.exec("exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent" +
+                                (o.exec_nodes ? " --exec-nodes" : ""),
                             std::move(acb));
             },
             pl.host,

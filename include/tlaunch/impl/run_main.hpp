@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "../launch/agent.hpp"
 #include "../launch/colocation.hpp"
@@ -42,9 +44,10 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
   }
   // Node processes are forked from a copy of this process made now, while it is one
   // thread, rather than executed (launch/node_forker.hpp).
+  std::unique_ptr<launch::node_forker> forker;
   auto start_forker = [&] {
     if (o.exec_nodes) return;
-    launch::node_forker::start([p](const std::vector<std::string>& args) {
+    forker = launch::node_forker::start([p](const std::vector<std::string>& args) {
       std::vector<const char*> av;
       for (const auto& a : args) av.push_back(a.c_str());
       av.push_back(nullptr);

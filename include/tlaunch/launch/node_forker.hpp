@@ -26,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,11 +37,13 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "../detail/crypto.hpp"
 #include "child.hpp"
 #include "local_child.hpp"
 
@@ -138,12 +141,13 @@ class node_forker {
   }
 
   // Forks the forker from the calling thread, which should be the process's only one and
-  // must live as long as the process (the nodes' parent-death signal follows it: the main
-  // thread). On failure nothing happens and nodes are executed.
-  static void start(node_main run) {
-    if (!supported() || current() != nullptr) return;
+  // must outlive the nodes (their parent-death signal follows it: the main thread). The
+  // forker serves while the returned object lives (this process's current() meanwhile);
+  // null when it cannot start: nodes are then executed.
+  static std::unique_ptr<node_forker> start(node_main run) {
+    if (!supported() || current() != nullptr) return nullptr;
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return;
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return nullptr;
     const pid_t launcher = ::getpid();
     std::fflush(stdout);
     std::fflush(stderr);
@@ -151,15 +155,30 @@ class node_forker {
     if (pid < 0) {
       ::close(sv[0]);
       ::close(sv[1]);
-      return;
+      return nullptr;
     }
     if (pid == 0) {
       ::close(sv[0]);
       serve(sv[1], launcher, run);
     }
     ::close(sv[1]);
-    slot() = new node_forker(sv[0], pid);
+    std::unique_ptr<node_forker> f(new node_forker(sv[0], pid));
+    slot() = f.get();
+    return f;
   }
+
+  // The forker sees EOF and exits; it is reaped here.
+  ~node_forker() {
+    if (slot() == this) slot() = nullptr;
+    {
+      std::lock_guard lk(mu_);
+      if (sock_ >= 0) ::close(std::exchange(sock_, -1));
+    }
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  node_forker(const node_forker&) = delete;
+  node_forker& operator=(const node_forker&) = delete;
 
   // Starts a node: `argv` (argv[0] the binary, shown in `ps`) run by the forker's node_main,
   // with fds = {stdin, stdout, stderr, status pipe}. The pid, or -errno.
@@ -222,6 +241,15 @@ class node_forker {
     auto area = forker_detail::find_title_area();
     std::string exe = program_invocation_name;
     forker_detail::set_title(area, exe + " (tlaunch node forker)");
+    // Once here rather than in every node: libcrypto sets up its algorithms on first use
+    // (a node's hello needs HMAC and random nonces). Its random generator reseeds itself
+    // in a process whose pid differs from the one that seeded it, so nodes share no state.
+    try {
+      std::uint8_t bytes[16];
+      tlaunch::detail::random_bytes(bytes);
+      tlaunch::detail::hmac_sha256(bytes, bytes);
+    } catch (const std::exception&) {
+    }
     std::vector<char> buf(forker_detail::max_message + 1);
     for (;;) {
       iovec iov{buf.data(), buf.size()};
@@ -320,11 +348,15 @@ class node_forker {
 // else executed (start_local_child).
 inline child_ptr start_node_child(const std::vector<std::string>& argv, child_callbacks cb) {
   if (node_forker* f = node_forker::current(); f != nullptr && f->alive() && !argv.empty()) {
+    pid_t result = 0;
     try {
       return std::make_unique<local_child>(
-          argv[0], [f, &argv](const int (&fds)[4]) { return f->spawn(argv, fds); }, cb);
+          argv[0],
+          [f, &argv, &result](const int (&fds)[4]) { return result = f->spawn(argv, fds); },
+          cb);
     } catch (const std::exception&) {
-      if (f->alive()) throw;
+      // A forker that is gone, or an argv too long for it: execute. Else fork failed.
+      if (f->alive() && result != -E2BIG) throw;
     }
   }
   return start_local_child(argv, std::move(cb));

@@ -55,10 +55,9 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     });
   };
   try {
-    if (o.agent) {
-      start_forker();
-      return launch::run_agent();
-    }
+    // The agent executes its nodes: it is started without the program's arguments, from
+    // which main() may build a different program (examples/topologies.cpp's --shape).
+    if (o.agent) return launch::run_agent();
     if (o.role == "k8s") return launch::run_k8s_pod(p, o);  // a pod of --launch=k8s's Job
     if (!o.role.empty()) return launch::run_node_process(p, o);
     auto nodes = p.describe(o.replicas);

@@ -36,7 +36,6 @@
 #include "../detail/self_exe.hpp"
 #include "child.hpp"
 #include "local_child.hpp"
-#include "node_forker.hpp"
 
 namespace tlaunch::launch {
 
@@ -126,7 +125,7 @@ inline int run_agent() {
         emit(std::move(m));
       };
       try {
-        nodes[id] = start_node_child(argv, std::move(cb));
+        nodes[id] = start_local_child(argv, std::move(cb));
       } catch (const std::exception& e) {
         emit("f " + id + " " + agent_detail::hex(e.what()));
       }

@@ -3,11 +3,11 @@
 // Executing the binary for every node costs each one the kernel's exec, the dynamic
 // loader's relocations of the whole library chain (libssh, libcrypto, krb5, ...) and the
 // libraries' own initialisation: tens of milliseconds of CPU per node. tlaunch::main, as
-// launcher of local_mp or as a host's agent, instead forks a "node forker" first thing,
+// launcher of local_mp, instead forks a "node forker" first thing,
 // while the process is still one thread: a small process that waits on a socket. For each
 // node it receives the node's argv and its stdin, stdout, stderr and status-pipe ends
-// (SCM_RIGHTS), and clones itself with CLONE_PARENT: the node is the launcher's (or the
-// agent's) own child, which waits for it, signals its process group and sees its exit
+// (SCM_RIGHTS), and clones itself with CLONE_PARENT: the node is the launcher's own
+// child, which waits for it, signals its process group and sees its exit
 // status exactly as for an executed node. The node then runs tlaunch::main with that argv,
 // as the executed binary would have, and writes its argv over its own command line so
 // that `ps` shows `<binary> --tlaunch-coordinator=... --tlaunch-role=name/i ...` as before.

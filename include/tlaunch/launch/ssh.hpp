@@ -186,8 +186,7 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
       if (!link) {
         link = agent_link::start(
             [&](child_callbacks acb) {
-              return s.exec("exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent" +
-                                (o.exec_nodes ? " --exec-nodes" : ""),
+              return s.exec("exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent",
                             std::move(acb));
             },
             pl.host,

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <tlaunch/launch/node_forker.hpp>
+
 #include "process.hpp"
 
 namespace it = tlaunch::integration;
@@ -320,6 +322,47 @@ TEST_SUITE("faults") {
     }
     p.signal(SIGTERM);
     CHECK(p.wait_or_kill(15s) == 143);
+  }
+
+  TEST_CASE("nodes are forked from the node forker (the launcher's children), or executed") {
+    auto ppid_of = [](pid_t pid) {
+      auto s = it::read_file("/proc/" + std::to_string(pid) + "/stat");
+      long ppid = -1;
+      auto close = s.rfind(')');
+      if (close != std::string::npos) std::sscanf(s.c_str() + close + 2, "%*c %ld", &ppid);
+      return ppid;
+    };
+    // The launcher's children whose command line holds `text`.
+    auto children_with = [&](pid_t parent, const std::string& text) {
+      std::vector<pid_t> out;
+      if (DIR* d = ::opendir("/proc")) {
+        while (dirent* e = ::readdir(d)) {
+          pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+          if (pid > 0 && ppid_of(pid) == parent && it::cmdline(pid).find(text) != std::string::npos)
+            out.push_back(pid);
+        }
+        ::closedir(d);
+      }
+      return out;
+    };
+    for (bool exec : {false, true}) {
+      CAPTURE(exec);
+      auto marker = it::unique_marker(exec ? "exec" : "forked");
+      std::vector<std::string> flags{"--launch=local_mp"};
+      if (exec) flags.push_back("--exec-nodes");
+      process p(faulty(flags, {"idle"}, marker));
+      auto pids = started_nodes(p, marker);
+      // ps shows each node's role either way, and the launcher is each node's parent.
+      for (pid_t node : pids) CHECK(ppid_of(node) == p.pid());
+      CHECK(it::node_pids(marker, "worker/1").size() == 1);
+      // ThreadSanitizer builds always execute (node_forker::supported()).
+      bool forked = !exec && tlaunch::launch::node_forker::supported();
+      CHECK(children_with(p.pid(), "(tlaunch node forker)").size() == (forked ? 1u : 0u));
+      p.signal(SIGKILL);
+      CHECK(p.wait(5s) == 128 + SIGKILL);
+      CHECK(it::all_gone(pids, 5s));
+      CHECK(it::node_pids(marker).empty());
+    }
   }
 
   TEST_CASE("a node that prints lines and stops the program: every line arrives, exit 0") {

@@ -5,13 +5,16 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "../launch/agent.hpp"
 #include "../launch/colocation.hpp"
 #include "../launch/flags.hpp"
 #include "../launch/k8s.hpp"
 #include "../launch/node_env.hpp"
+#include "../launch/node_forker.hpp"
 #include "../launch/node_process.hpp"
 #include "../launch/output.hpp"
 #include "../launch/registry.hpp"
@@ -39,7 +42,21 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     std::fputs(launch::usage(prog).c_str(), stdout);
     return 0;
   }
+  // Node processes are forked from a copy of this process made now, while it is one
+  // thread, rather than executed (launch/node_forker.hpp).
+  std::unique_ptr<launch::node_forker> forker;
+  auto start_forker = [&] {
+    if (o.exec_nodes) return;
+    forker = launch::node_forker::start([p](const std::vector<std::string>& args) {
+      std::vector<const char*> av;
+      for (const auto& a : args) av.push_back(a.c_str());
+      av.push_back(nullptr);
+      return run_main(p, static_cast<int>(args.size()), av.data());
+    });
+  };
   try {
+    // The agent executes its nodes: it is started without the program's arguments, from
+    // which main() may build a different program (examples/topologies.cpp's --shape).
     if (o.agent) return launch::run_agent(launch::stopped_limit(o));
     // a pod of --launch=k8s's Job, or of its restart Job
     if (o.role == "k8s" || o.role == "k8s-restart") return launch::run_k8s_pod(p, o);
@@ -48,6 +65,7 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     launch::check_env_nodes(nodes, o);
     launch::apply_restart_flags(nodes, o);  // --restart names only nodes of the program
     launch::colocation_groups(nodes, p.colocated(), o);  // --colocate names instances of it
+    if (o.launch == "local_mp") start_forker();
     launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
     return launch::registered_launchers::run(p, o, out);
   } catch (const launch_error& e) {

@@ -298,6 +298,25 @@ class local_child final : public child {
                status_w);
   }
 
+  // A node process started by `spawn` (node_forker.hpp), which gets the child's ends of its
+  // stdin, stdout, stderr and status pipe (close-on-exec; the child closes the status pipe
+  // once set up) and returns the pid, or -errno. `name` is what errors call it.
+  local_child(const std::string& name, const std::function<pid_t(const int (&)[4])>& spawn,
+              child_callbacks cb, const local_child_options& opt = {})
+      : cb_(std::move(cb)), stopped_limit_(opt.stopped_limit) {
+    detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
+    detail::make_pipe(in_r, in_w);
+    detail::make_pipe(out_r, out_w);
+    detail::make_pipe(err_r, err_w);
+    detail::make_pipe(status_r, status_w);
+    const int fds[4] = {in_r.get(), out_w.get(), err_w.get(), status_w.get()};
+    pid_ = spawn(fds);
+    if (pid_ < 0)
+      throw std::runtime_error("cannot start node binary " + name +
+                               ": fork: " + detail::errno_text(-pid_));
+    start_pump(name, "", in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w);
+  }
+
  private:
   // The parent's side once the child is forked: closes the child's ends, waits for the
   // child's setup and starts the I/O thread.

@@ -20,6 +20,7 @@
 #include "launcher.hpp"
 #include "local_child.hpp"
 #include "node_env.hpp"
+#include "node_forker.hpp"
 #include "node_process.hpp"
 #include "output.hpp"
 
@@ -68,7 +69,7 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
     // Launch flags first: the tail ends with `-- <program arguments>`.
     std::vector<std::string> argv{exe, "--tlaunch-coordinator=127.0.0.1:" + std::to_string(port)};
     argv.insert(argv.end(), tail.begin(), tail.end());
-    return start_local_child(argv, std::move(cb), child_opt);
+    return start_node_child(argv, std::move(cb), child_opt);
   });
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1")
     out.print("launcher", stream::err,

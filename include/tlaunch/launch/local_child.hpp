@@ -232,6 +232,36 @@ class sigpipe_blocker {
   bool was_pending_ = false;
 };
 
+// In a node process forked without exec (local_child's forked constructor, the node
+// forker): what exec and an executed node's setup would have done. The signal mask is
+// emptied, caught handlers (and SIGPIPE) go back to the default (ignored signals stay
+// ignored), the process leads its own group and dies with `parent` (exits 127 when
+// `parent` is already gone), the parent's unwritten stdio buffers are dropped (they are
+// its output, not the node's) and `in`, `out`, `err` become 0, 1 and 2.
+inline void become_node_process(pid_t parent, int in, int out, int err) {
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa {};
+    if (::sigaction(sig, nullptr, &sa) != 0) continue;
+    bool caught = (sa.sa_flags & SA_SIGINFO) != 0 ||
+                  (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+    if (!caught && sig != SIGPIPE) continue;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+  }
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+  ::__fpurge(stdout);
+  ::__fpurge(stderr);
+  ::dup2(in, 0);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+}
+
 }  // namespace detail
 
 class local_child final : public child {
@@ -434,30 +464,7 @@ class local_child final : public child {
   // at the fork stays held (glibc resets malloc's and stdio's own).
   [[noreturn]] static void run_in_child(pid_t parent, const int (&fds)[4],
                                         const std::function<int()>& body) {
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    // As exec does: handlers of the caller go back to the default (ignored signals stay
-    // ignored), and SIGPIPE to the default as for an executed node.
-    for (int sig = 1; sig < NSIG; ++sig) {
-      struct sigaction sa {};
-      if (::sigaction(sig, nullptr, &sa) != 0) continue;
-      bool caught = (sa.sa_flags & SA_SIGINFO) != 0 ||
-                    (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
-      if (!caught && sig != SIGPIPE) continue;
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigaction(sig, &dfl, nullptr);
-    }
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
-    // The parent's unwritten buffers are its own output, not the node's.
-    ::__fpurge(stdout);
-    ::__fpurge(stderr);
-    ::dup2(fds[0], 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[2], 2);
+    detail::become_node_process(parent, fds[0], fds[1], fds[2]);
     close_cloexec_fds();  // the status pipe among them: the parent sees the setup done
     int code = 1;
     try {

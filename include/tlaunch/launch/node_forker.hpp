@@ -299,27 +299,7 @@ class node_forker {
   [[noreturn]] static void run_node(pid_t launcher, const std::vector<int>& fds,
                                     const std::vector<std::string>& argv,
                                     const forker_detail::title_area& area, const node_main& run) {
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig = 1; sig < NSIG; ++sig) {
-      struct sigaction sa {};
-      if (::sigaction(sig, nullptr, &sa) != 0) continue;
-      bool caught = (sa.sa_flags & SA_SIGINFO) != 0 ||
-                    (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
-      if (!caught && sig != SIGPIPE) continue;
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigaction(sig, &dfl, nullptr);
-    }
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl
-    ::__fpurge(stdout);
-    ::__fpurge(stderr);
-    ::dup2(fds[0], 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[2], 2);
+    detail::become_node_process(launcher, fds[0], fds[1], fds[2]);
     // The status pipe and the forker's socket among them: the launcher sees the setup done.
     forker_detail::close_cloexec_fds_above(-1);
     std::string title;

@@ -262,6 +262,44 @@ inline void become_node_process(pid_t parent, int in, int out, int err) {
   ::dup2(err, 2);
 }
 
+// Closes every descriptor above 2 marked close-on-exec, but `keep`: what an exec would
+// close (the launcher's sockets and pipes, other nodes' pipes, the caller's own such files).
+inline void close_cloexec_fds(int keep = -1) {
+  std::vector<int> fds;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    int own = ::dirfd(d);
+    while (dirent* e = ::readdir(d)) {
+      int fd = std::atoi(e->d_name);
+      if (fd > 2 && fd != own && fd != keep) fds.push_back(fd);
+    }
+    ::closedir(d);
+  } else {
+    long max = std::min(::sysconf(_SC_OPEN_MAX), 65536L);
+    for (int fd = 3; fd < max; ++fd)
+      if (fd != keep) fds.push_back(fd);
+  }
+  for (int fd : fds) {
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) != 0) ::close(fd);
+  }
+}
+
+// The end of a node process forked without exec: runs `body`, reports what it threw,
+// flushes stdio and exits with its result (1 when it threw).
+[[noreturn]] inline void run_node_and_exit(const std::function<int()>& body) {
+  int code = 1;
+  try {
+    code = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tlaunch: node process failed: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tlaunch: node process failed\n");
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
 }  // namespace detail
 
 class local_child final : public child {
@@ -465,39 +503,8 @@ class local_child final : public child {
   [[noreturn]] static void run_in_child(pid_t parent, const int (&fds)[4],
                                         const std::function<int()>& body) {
     detail::become_node_process(parent, fds[0], fds[1], fds[2]);
-    close_cloexec_fds();  // the status pipe among them: the parent sees the setup done
-    int code = 1;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tlaunch: node process failed: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "tlaunch: node process failed\n");
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    ::_exit(code);
-  }
-
-  // Closes every descriptor above 2 marked close-on-exec: what an exec would close (the
-  // launcher's sockets and pipes, other nodes' pipes, the caller's own such files).
-  static void close_cloexec_fds() {
-    std::vector<int> fds;
-    if (DIR* d = ::opendir("/proc/self/fd")) {
-      int own = ::dirfd(d);
-      while (dirent* e = ::readdir(d)) {
-        int fd = std::atoi(e->d_name);
-        if (fd > 2 && fd != own) fds.push_back(fd);
-      }
-      ::closedir(d);
-    } else {
-      long max = std::min(::sysconf(_SC_OPEN_MAX), 65536L);
-      for (int fd = 3; fd < max; ++fd) fds.push_back(fd);
-    }
-    for (int fd : fds) {
-      int flags = ::fcntl(fd, F_GETFD);
-      if (flags >= 0 && (flags & FD_CLOEXEC) != 0) ::close(fd);
-    }
+    detail::close_cloexec_fds();  // the status pipe among them: the parent sees the setup done
+    detail::run_node_and_exit(body);
   }
 
   void signal_group(int sig) {

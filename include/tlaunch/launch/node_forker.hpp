@@ -97,22 +97,6 @@ inline void set_title(const title_area& a, const std::string& title) {
   std::memset(lo + n, 0, a.size - n);
 }
 
-inline void close_cloexec_fds_above(int keep) {
-  std::vector<int> fds;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    int own = ::dirfd(d);
-    while (dirent* e = ::readdir(d)) {
-      int fd = std::atoi(e->d_name);
-      if (fd > 2 && fd != own && fd != keep) fds.push_back(fd);
-    }
-    ::closedir(d);
-  }
-  for (int fd : fds) {
-    int flags = ::fcntl(fd, F_GETFD);
-    if (flags >= 0 && (flags & FD_CLOEXEC) != 0) ::close(fd);
-  }
-}
-
 constexpr std::size_t max_message = 60000;  // argv bytes; a longer one is executed
 
 }  // namespace forker_detail
@@ -237,7 +221,7 @@ class node_forker {
     if (::getppid() != launcher) ::_exit(0);
     // Nothing of the launcher's is the forker's to keep: what an exec would close, and the
     // terminal (nodes get pipes as their 0, 1 and 2).
-    forker_detail::close_cloexec_fds_above(sock);
+    detail::close_cloexec_fds(sock);
     int null = ::open("/dev/null", O_RDWR);
     for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
     if (null > 2) ::close(null);
@@ -301,24 +285,14 @@ class node_forker {
                                     const forker_detail::title_area& area, const node_main& run) {
     detail::become_node_process(launcher, fds[0], fds[1], fds[2]);
     // The status pipe and the forker's socket among them: the launcher sees the setup done.
-    forker_detail::close_cloexec_fds_above(-1);
+    detail::close_cloexec_fds();
     std::string title;
     for (auto& a : argv) {
       if (!title.empty()) title.push_back(' ');
       title += a;
     }
     forker_detail::set_title(area, title);
-    int code = 1;
-    try {
-      code = run(argv);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tlaunch: node process failed: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "tlaunch: node process failed\n");
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    ::_exit(code);
+    detail::run_node_and_exit([&] { return run(argv); });
   }
 
   std::mutex mu_;

@@ -18,6 +18,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tlaunch/detail/sanitizers.hpp>
 #include <tlaunch/testing.hpp>
 #include <tlaunch/tlaunch.hpp>
 #include <tuple>
@@ -223,17 +224,7 @@ struct MixedDriver {
 
 // ThreadSanitizer cannot follow local_mp's forks of this threaded process (README,
 // "Launch API"): the mixed-batch case runs in the other builds.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool forked_nodes_run = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool forked_nodes_run = false;
-#else
-constexpr bool forked_nodes_run = true;
-#endif
-#else
-constexpr bool forked_nodes_run = true;
-#endif
+constexpr bool forked_nodes_run = !tlaunch::detail::thread_sanitizer;
 
 template <class E, class F>
 std::string error_of(F f) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <tlaunch/detail/sanitizers.hpp>
 #include <tlaunch/tlaunch.hpp>
 
 #include "../integration/process.hpp"
@@ -28,17 +29,7 @@ namespace {
 // ThreadSanitizer cannot follow a fork of a threaded process that starts threads again,
 // which local_mp's forked node processes do (g++ 12: "dup thread with used id", exit
 // 66): under it only local_mt runs here (README, "Launch API").
-#if defined(__SANITIZE_THREAD__)
-constexpr bool forked_nodes_run = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool forked_nodes_run = false;
-#else
-constexpr bool forked_nodes_run = true;
-#endif
-#else
-constexpr bool forked_nodes_run = true;
-#endif
+constexpr bool forked_nodes_run = !tlaunch::detail::thread_sanitizer;
 
 // The launchers to try, in order, without local_mp where forked nodes cannot run.
 std::vector<std::string> launchers(std::vector<std::string> all) {

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "../detail/crypto.hpp"
+#include "../detail/sanitizers.hpp"
 #include "child.hpp"
 #include "local_child.hpp"
 
@@ -107,19 +108,8 @@ class node_forker {
   using node_main = std::function<int(const std::vector<std::string>&)>;
 
   // Whether node processes can be forked in this build.
-  static constexpr bool supported() {
-#if defined(__SANITIZE_THREAD__)
-    return false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    return false;
-#else
-    return true;
-#endif
-#else
-    return true;
-#endif
-  }
+  static constexpr bool supported() { return !tlaunch::detail::thread_sanitizer; }
+
 
   // The forker of this process, or null (not started, or it is gone: nodes are executed).
   static node_forker* current() {

@@ -32,7 +32,7 @@ std::int64_t arg(const std::vector<std::string>& args, std::string_view name, st
 }
 
 // The environment: pulling arm a pays 1 with probability payout[a], else 0. Arm 4 is best.
-constexpr std::array<double, 5> payout{0.2, 0.4, 0.6, 0.3, 0.8};
+constexpr std::array<double, 5> payout{0.1, 0.3, 0.5, 0.2, 0.9};
 constexpr int arms = static_cast<int>(payout.size());
 
 struct bandit {
@@ -112,12 +112,18 @@ struct Learner {
     // Prefetches the next batch while this one is learned from.
     tlaunch::store::sampler<experience> in(replay, "experience", static_cast<std::uint32_t>(batch));
     policy p;
+    // Each arm's value is the mean reward of every sample of it so far: unbiased whichever
+    // policy chose the arm, and an arm the actors rarely explore still converges.
+    std::array<double, arms> sum{}, count{};
     std::vector<double> curve;  // mean reward per window
     double reward_sum = 0;
     for (std::int64_t step = 1; step <= steps; ++step) {
       for (std::int64_t i = 0; i < batch; ++i) {
         experience e = (co_await in.next()).value;  // waits while the rate limiter says so
-        p.value[e.arm] += 0.02f * (e.reward - p.value[e.arm]);  // a running average
+        if (e.arm < 0 || e.arm >= arms) throw std::out_of_range(fmt::format("no arm {}", e.arm));
+        sum[e.arm] += e.reward;
+        count[e.arm] += 1;
+        p.value[e.arm] = static_cast<float>(sum[e.arm] / count[e.arm]);
         reward_sum += e.reward;
       }
       if (step % 5 == 0) {  // every 5 steps, the new policy to every actor at once

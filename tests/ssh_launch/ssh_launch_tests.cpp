@@ -116,6 +116,14 @@ long parent_of(long pid) {
   return 0;
 }
 
+// Whether pid was forked by its agent's node forker: a forked node writes its argv over its
+// command line as one string ("... --tlaunch-role=..."); an executed one's arguments are
+// separate strings ("...\0--tlaunch-role=...").
+bool forked_node(long pid) {
+  std::string raw = it::read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  return raw.find(" --tlaunch-role=") != std::string::npos;
+}
+
 // Each test's scratch directory.
 struct temp_dir : tlaunch::test_support::temp_dir {
   temp_dir() : tlaunch::test_support::temp_dir("tlaunch-ssh-launch") {}
@@ -574,6 +582,8 @@ TEST_SUITE("ssh_launch") {
     for (auto pid : pids) agents.insert(parent_of(pid));
     CHECK(agents.size() == 3);
     for (long a : agents) CHECK(has(it::cmdline(static_cast<pid_t>(a)), "--tlaunch-agent"));
+    // Each agent forked its nodes (it was given the program's arguments), none executed.
+    for (auto pid : pids) CHECK(forked_node(pid));
     p.signal(SIGINT);
     int code = p.wait_or_kill(60s);
     CAPTURE(p.all());
@@ -585,6 +595,23 @@ TEST_SUITE("ssh_launch") {
     CHECK(process::occurrences(p.out(), "] ready pid=") == 64);
     CHECK(it::all_gone(pids, 10s));
     CHECK(it::all_gone(std::vector<pid_t>(agents.begin(), agents.end()), 10s));
+  }
+
+  TEST_CASE("--exec-nodes: the agent executes its nodes instead of forking them") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},
+                         {"--replicas", "worker=2", "--exec-nodes"}, {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 2));
+    auto pids = it::node_pids(cached);
+    CAPTURE(p.all());
+    REQUIRE(pids.size() == 2);
+    for (auto pid : pids) {
+      CHECK(!forked_node(pid));
+      CHECK(has(it::cmdline(static_cast<pid_t>(parent_of(pid))), "--exec-nodes --tlaunch-agent"));
+    }
+    p.signal(SIGINT);
+    CHECK(p.wait_or_kill(60s) == 130);
+    CHECK(it::all_gone(pids, 10s));
   }
 
   TEST_CASE("--ssh-per-node-exec: the path without agents (for the benchmark) still runs") {

@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../launch/agent.hpp"
@@ -55,9 +56,19 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     });
   };
   try {
-    // The agent executes its nodes: it is started without the program's arguments, from
-    // which main() may build a different program (examples/topologies.cpp's --shape).
-    if (o.agent) return launch::run_agent(launch::stopped_limit(o));
+    // The agent is started with the arguments its nodes get after their role
+    // (after --tlaunch-agent, ending with `-- <program arguments>`), so main() built the program
+    // the nodes run: it forks its nodes from a copy of itself made now, as local_mp does.
+    if (o.agent) {
+      start_forker();
+      std::vector<std::string> fork_tail;
+      for (int i = 1; i < argc; ++i)
+        if (std::string_view(argv[i]) == "--tlaunch-agent") {
+          fork_tail.assign(argv + i + 1, argv + argc);
+          break;
+        }
+      return launch::run_agent(launch::stopped_limit(o), fork_tail);
+    }
     // a pod of --launch=k8s's Job, or of its restart Job
     if (o.role == "k8s" || o.role == "k8s-restart") return launch::run_k8s_pod(p, o);
     if (!o.role.empty()) return launch::run_node_process(p, o);

@@ -1,6 +1,8 @@
-// One agent per host: the binary started once on a host with --tlaunch-agent forks that
+// One agent per host: the binary started once on a host with --tlaunch-agent starts that
 // host's node processes itself, so a launch pays the remote login shell once per host, not
-// once per node. Both ends of the agent's protocol live here.
+// once per node. It is started with the launch flags and program arguments its nodes get,
+// builds the same program, and forks the nodes from a copy of itself made at its start
+// (node_forker.hpp), as local_mp's launcher does. Both ends of the agent's protocol live here.
 //
 // The protocol is lines on the agent's stdin and stdout (an SSH exec channel, or pipes in a
 // test). Launcher -> agent:
@@ -21,6 +23,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +41,7 @@
 #include "../detail/self_exe.hpp"
 #include "child.hpp"
 #include "local_child.hpp"
+#include "node_forker.hpp"
 
 namespace tlaunch::launch {
 
@@ -70,7 +74,11 @@ inline std::vector<std::string_view> words(std::string_view line) {
 // The agent side: what `<binary> --tlaunch-agent` runs (tlaunch::main calls it).
 
 // stopped_limit: a node stopped that long is killed (local_child_options::stopped_limit).
-inline int run_agent(std::chrono::milliseconds stopped_limit = {}) {
+// fork_tail: the arguments the agent itself was started with after --tlaunch-agent, from
+// which its main() built the program. A node whose argv ends with them is forked by this
+// process's node forker (node_forker.hpp), when it has one; any other is executed.
+inline int run_agent(std::chrono::milliseconds stopped_limit = {},
+                     const std::vector<std::string>& fork_tail = {}) {
   // The launcher's end may vanish: a write to it then fails with EPIPE, never kills us
   // before we kill our nodes. Node processes start with SIGPIPE at its default again.
   ::signal(SIGPIPE, SIG_IGN);
@@ -131,7 +139,11 @@ inline int run_agent(std::chrono::milliseconds stopped_limit = {}) {
       try {
         local_child_options opt;
         opt.stopped_limit = stopped_limit;
-        nodes[id] = start_local_child(argv, std::move(cb), opt);
+        bool same_program = argv.size() > fork_tail.size() &&
+                            std::equal(fork_tail.begin(), fork_tail.end(),
+                                       argv.end() - static_cast<long>(fork_tail.size()));
+        nodes[id] = same_program ? start_node_child(argv, std::move(cb), opt)
+                                 : start_local_child(argv, std::move(cb), opt);
       } catch (const std::exception& e) {
         emit("f " + id + " " + agent_detail::hex(e.what()));
       }

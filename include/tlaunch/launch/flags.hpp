@@ -67,7 +67,7 @@ struct options {
   // node process (set by the launcher, never by hand)
   std::string role;
   bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/agent.hpp)
-  // --exec-nodes: local_mp executes the binary for each node process instead of forking
+  // --exec-nodes: local_mp (and ssh's agent) executes the binary for each node process instead of forking
   // it from a copy made at start-up (launch/node_forker.hpp).
   bool exec_nodes = false;
   std::string coordinator;
@@ -146,9 +146,9 @@ Launch:
   --start-timeout=SECONDS  time for every node to register (default 60)
   --log-dir=DIR            also write each node's output to DIR/<node>.<i>.log
   --color=auto|always|never  color the [node/i] prefixes (default auto)
-  --exec-nodes             local_mp executes this binary for each node process
-                           instead of forking it from a copy of the process made
-                           at start-up
+  --exec-nodes             local_mp and ssh's agents execute this binary for each
+                           node process instead of forking it from a copy of the
+                           process made at start-up
   --force-wire             local_mt: calls between nodes go over TCP (for tests)
   --max-frame=BYTES        largest frame accepted on a connection (default 268435456)
   --handshake-timeout=SECONDS  an accepted connection that has not completed its hello

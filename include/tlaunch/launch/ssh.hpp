@@ -187,9 +187,17 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
       if (!link) {
         link = agent_link::start(
             [&](child_callbacks acb) {
-              // The agent kills a node stopped for two --liveness intervals.
-              std::string cmd = "exec " + ssh::shell_quote(hs.remote_path) + " --tlaunch-agent";
+              // The agent kills a node stopped for two --liveness intervals. After
+              // --tlaunch-agent come the arguments every node gets after its role (the
+              // same for every node of the launch, and for restarts): the agent's main()
+              // builds the program from them, and forks nodes from it (agent.hpp).
+              std::string cmd = "exec " + ssh::shell_quote(hs.remote_path);
               cmd += fmt::format(" --liveness={:g}", o.liveness.count() / 1000.0);
+              if (o.exec_nodes) cmd += " --exec-nodes";
+              cmd += " --tlaunch-agent";
+              constexpr std::string_view role_flag = "--tlaunch-role=";
+              for (std::size_t i = 0; i < tail.size(); ++i)
+                if (i != 0 || !tail[i].starts_with(role_flag)) cmd += " " + ssh::shell_quote(tail[i]);
               return s.exec(cmd, std::move(acb));
             },
             pl.host,

@@ -17,12 +17,14 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -43,6 +45,63 @@
 #include "ssh_session.hpp"
 
 namespace tlaunch::launch {
+
+namespace ssh_launch_detail {
+
+// The agent's exec channel opens as soon as a host's session is up, while the binary is
+// checked or uploaded: the remote login shell's start-up (~/.bashrc, pyenv, conda: often
+// most of an SSH launch) runs meanwhile. The shell execs sh (any login shell can: a
+// single-quoted word), which waits for one line on stdin, the agent's command line,
+// and execs it; what follows on stdin is the agent's (sh's read takes one line, no more).
+constexpr std::string_view agent_gate = R"(exec /bin/sh -c 'IFS= read -r c && eval "exec $c"')";
+
+// Callbacks of a process started before the code that reads it exists: what arrives
+// meanwhile (a login shell's own output) is kept and passed on at bind().
+class late_callbacks : public std::enable_shared_from_this<late_callbacks> {
+ public:
+  child_callbacks make() {
+    auto self = shared_from_this();
+    return {[self](stream s, std::string_view l) { self->line(s, l); },
+            [self](const exit_status& es) { self->exit(es); }};
+  }
+  void bind(child_callbacks cb) {
+    std::lock_guard lk(mu_);
+    cb_ = std::move(cb);
+    bound_ = true;
+    for (auto& [s, l] : early_)
+      if (cb_.on_line) cb_.on_line(s, l);
+    early_.clear();
+    if (exited_) finish(status_);
+  }
+
+ private:
+  void line(stream s, std::string_view l) {
+    std::lock_guard lk(mu_);
+    if (bound_) {
+      if (cb_.on_line) cb_.on_line(s, l);
+    } else if (early_.size() < 100) {
+      early_.emplace_back(s, std::string(l));
+    }
+  }
+  void exit(const exit_status& es) {
+    std::lock_guard lk(mu_);
+    if (bound_) return finish(es);
+    exited_ = true;
+    status_ = es;
+  }
+  void finish(const exit_status& es) {
+    auto f = std::move(cb_.on_exit);
+    cb_ = {};
+    if (f) f(es);
+  }
+  std::mutex mu_;
+  child_callbacks cb_;
+  bool bound_ = false, exited_ = false;
+  exit_status status_;
+  std::vector<std::pair<stream, std::string>> early_;
+};
+
+}  // namespace ssh_launch_detail
 
 // Launches every node of p on the hosts of o (--hosts, --hostfile, --place) and
 // runs the program to its end; returns the launcher's exit code. Throws
@@ -80,6 +139,9 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
     std::vector<std::unique_ptr<ssh::session>> sessions;
     std::string remote_path, error;
     std::size_t next = 0, used = 0;
+    // The agent's login shell, started while the binary uploads (agent_gate).
+    std::shared_ptr<ssh_launch_detail::late_callbacks> agent_cb;
+    child_ptr agent_shell;
   };
   std::map<std::string, host_sessions> by_host;
   for (auto& [h, n] : per_host) by_host[h];
@@ -110,6 +172,13 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
           std::lock_guard lk(mu);
           sessions_up = std::max(sessions_up, std::chrono::steady_clock::now());
         }
+        // Destroyed before the sessions (`got`) when the upload fails.
+        std::shared_ptr<ssh_launch_detail::late_callbacks> agent_cb;
+        child_ptr agent_shell;
+        if (!per_node) {
+          agent_cb = std::make_shared<ssh_launch_detail::late_callbacks>();
+          agent_shell = got[0]->exec(std::string(ssh_launch_detail::agent_gate), agent_cb->make());
+        }
         ssh::upload_progress progress(h, ::isatty(STDERR_FILENO) == 1);
         hs.remote_path = got[0]->upload_cached(exe, build_id, [&](std::uint64_t done, std::uint64_t total) {
           if (auto line = progress.update(done, total, ssh::upload_progress::clock::now()))
@@ -125,6 +194,8 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
         if (!prune_error.empty())
           out.print("launcher", stream::err, h + ": could not prune the binary cache: " + prune_error);
         std::lock_guard lk(mu);
+        hs.agent_cb = std::move(agent_cb);
+        hs.agent_shell = std::move(agent_shell);
         hs.sessions = std::move(got);
       } catch (const std::exception& e) {
         std::lock_guard lk(mu);
@@ -191,14 +262,18 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
               // --tlaunch-agent come the arguments every node gets after its role (the
               // same for every node of the launch, and for restarts): the agent's main()
               // builds the program from them, and forks nodes from it (agent.hpp).
-              std::string cmd = "exec " + ssh::shell_quote(hs.remote_path);
+              std::string cmd = ssh::shell_quote(hs.remote_path);
               cmd += fmt::format(" --liveness={:g}", o.liveness.count() / 1000.0);
               if (o.exec_nodes) cmd += " --exec-nodes";
               cmd += " --tlaunch-agent";
               constexpr std::string_view role_flag = "--tlaunch-role=";
               for (std::size_t i = 0; i < tail.size(); ++i)
                 if (i != 0 || !tail[i].starts_with(role_flag)) cmd += " " + ssh::shell_quote(tail[i]);
-              return s.exec(cmd, std::move(acb));
+              if (!hs.agent_shell) return s.exec("exec " + cmd, std::move(acb));
+              // The shell started at the upload (agent_gate) is waiting for this line.
+              hs.agent_cb->bind(std::move(acb));
+              hs.agent_shell->write_stdin(cmd + "\n");
+              return std::move(hs.agent_shell);
             },
             pl.host,
             [&out, where = "agent@" + pl.host](stream st, std::string_view line) {

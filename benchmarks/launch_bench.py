@@ -5,9 +5,10 @@ For each instance count it runs PROGRAM (tests/ssh_launch/remote_program, mode `
 worker logs its resident set once running, then ends) under local_mp and with --launch=ssh on
 the three loopback hosts of tools/sshd-fixture.sh (127.0.0.1-3), with one agent per host and,
 for comparison, with one SSH exec per node (--ssh-per-node-exec). Times come from the
-launcher's own TLAUNCH_TIMINGS=1 line (sessions up, upload, start of the nodes to all
-registered, stop); the launcher's peak RSS is its VmHWM, sampled every 10 ms until it exits;
-an idle node's RSS is what the workers report once running (the median worker).
+launcher's own TLAUNCH_TIMINGS=1 line (sessions up, upload, start of the nodes to the
+last host's agent running (its login shell done) and to all registered, stop); the
+launcher's peak RSS is its VmHWM, sampled every 10 ms until it exits; an idle node's RSS
+is what the workers report once running (the median worker).
 
   launch_bench.py PROGRAM SSHD_ENV [--counts 4,16,32,64] [--runs 5]
                   [--modes local_mp,agent,per_node] [--per-node-counts 4,16]
@@ -27,6 +28,7 @@ import time
 
 TIMINGS = re.compile(
     r"timings: (\d+) nodes.*?(?:ssh sessions (\d+) ms; upload (\d+) ms; )?"
+    r"(?:agents up (\d+) ms; )?"
     r"start of the nodes to all registered (\d+) ms; stop (\d+) ms")
 RSS = re.compile(r"\] rss_kb=(\d+) hwm_kb=(\d+)")
 
@@ -89,8 +91,9 @@ def run_once(program, mode, count, fixture, known_hosts, timeout):
     return {
         "sessions": int(m.group(2)) if m.group(2) else None,
         "upload": int(m.group(3)) if m.group(3) else None,
-        "registered": int(m.group(4)),
-        "stop": int(m.group(5)),
+        "agents": int(m.group(4)) if m.group(4) else None,
+        "registered": int(m.group(5)),
+        "stop": int(m.group(6)),
         "wall": wall,
         "launcher_rss": peak / 1024,
         "node_rss": statistics.median(rss) / 1024,
@@ -144,15 +147,16 @@ def main():
     label = {"local_mp": "local_mp", "agent": "ssh, agent per host",
              "per_node": "ssh, exec per node"}
     print(f"launch benchmark: {a.runs} runs each, median (min-max); ssh on 3 loopback hosts")
-    print("| launch | instances | sessions up ms | upload ms | all registered ms | stop ms "
-          "| wall ms | launcher peak RSS MB | idle node RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| launch | instances | sessions up ms | upload ms | agents up ms | all registered ms "
+          "| stop ms | wall ms | launcher peak RSS MB | idle node RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mode, n, rs in rows:
         if not rs:
-            print(f"| {label[mode]} | {n} | failed | | | | | | |")
+            print(f"| {label[mode]} | {n} | failed | | | | | | | |")
             continue
         col = lambda k, f="{:.0f}": cell([r[k] for r in rs], f)
-        print(f"| {label[mode]} | {n} | {col('sessions')} | {col('upload')} | {col('registered')} "
+        print(f"| {label[mode]} | {n} | {col('sessions')} | {col('upload')} | {col('agents')} "
+              f"| {col('registered')} "
               f"| {col('stop')} | {col('wall')} | {col('launcher_rss', '{:.1f}')} "
               f"| {col('node_rss', '{:.1f}')} |")
     return 1 if failed else 0

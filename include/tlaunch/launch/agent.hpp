@@ -12,6 +12,7 @@
 //   close ID                        EOF on node ID's stdin (a tlaunch node stops)
 //   kill ID                         SIGKILL to node ID's process group
 // Agent -> launcher:
+//   ready                           the agent runs (its host's login shell is done)
 //   o ID TEXT / e ID TEXT           one line of node ID's stdout / stderr
 //   x ID CODE SIGNAL SIGNAME [HEX(cause)]  node ID ended ("-" for no signal name); after
 //                                   its lines; the cause when the agent killed it (stopped)
@@ -30,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -161,6 +163,7 @@ inline int run_agent(std::chrono::milliseconds stopped_limit = {},
     }
   };
 
+  emit("ready");
   tlaunch::detail::line_splitter lines;
   char buf[16384];
   for (;;) {
@@ -227,6 +230,12 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
   // The agent's own process (tests look at it).
   child& agent() { return *agent_; }
 
+  // When the agent said it runs (the login shell before it done), if it has.
+  std::optional<std::chrono::steady_clock::time_point> ready_at() const {
+    std::lock_guard lk(state_->mu);
+    return state_->ready_at;
+  }
+
  private:
   struct node_entry {
     child_callbacks cb;
@@ -240,10 +249,17 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
     std::function<void(stream, std::string_view)> agent_line;
     bool agent_done = false;
     exit_status agent_status;
+    std::optional<std::chrono::steady_clock::time_point> ready_at;
     std::vector<std::string> agent_err;  // the agent's last stderr lines
 
     void line(stream s, std::string_view l) {
-      if (s == stream::out && l.size() >= 3 && l[1] == ' ' &&
+      if (s == stream::out && l == "ready") {
+        std::lock_guard lk(mu);
+        if (!ready_at) {
+          ready_at = std::chrono::steady_clock::now();
+          return;
+        }
+      } else if (s == stream::out && l.size() >= 3 && l[1] == ' ' &&
           std::string_view("oexf").find(l[0]) != std::string_view::npos) {
         auto sp = l.find(' ', 2);
         std::string id(l.substr(2, sp == std::string_view::npos ? sp : sp - 2));

@@ -182,6 +182,8 @@ class coordinator final : public rpc::connection_sink {
   }
 
   std::chrono::milliseconds time_to_registered() const { return registered_after_; }
+  // When run() started the nodes.
+  std::chrono::steady_clock::time_point run_started() const { return started_at_; }
 
   // connection_sink: the node processes' connections.
   void on_call(rpc::connection& c, const wire::frame_header& h,

@@ -292,15 +292,29 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
     for (auto& a : tail) cmd += " " + ssh::shell_quote(a);
     return s.exec(cmd, std::move(cb));
   });
+  // When the last host's agent ran, from the start of the nodes (its login shell, mostly).
+  std::string agents_up;
+  if (!agents.empty()) {
+    auto last = coord.run_started();
+    bool all = true;
+    for (auto& [h, link] : agents) {
+      auto r = link->ready_at();
+      all = all && r.has_value();
+      if (r) last = std::max(last, *r);
+    }
+    if (all)
+      agents_up = fmt::format("agents up {} ms; ", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      last - coord.run_started()).count());
+  }
   agents.clear();  // EOF to each agent: it exits
   if (terminal) terminal->stop_watching();  // the windows stay, readable, until closed
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
     auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     out.print("launcher", stream::err,
               fmt::format("timings: {} nodes on {} hosts{}; ssh sessions {} ms; upload {} ms; "
-                          "start of the nodes to all registered {} ms; stop {} ms; total {} ms",
+                          "{}start of the nodes to all registered {} ms; stop {} ms; total {} ms",
                           places.size(), by_host.size(), per_node ? " (per-node exec)" : "",
-                          ms(sessions_up - began), ms(launched - sessions_up),
+                          ms(sessions_up - began), ms(launched - sessions_up), agents_up,
                           coord.time_to_registered().count(), coord.time_to_stop().count(),
                           ms(std::chrono::steady_clock::now() - began)));
   }

@@ -1,5 +1,6 @@
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include <doctest/doctest.h>
 
 #include <tlaunch/launch/local_child.hpp>
+#include <tlaunch/launch/node_watch.hpp>
 
 using namespace std::chrono_literals;
 using tlaunch::launch::exit_status;
@@ -396,5 +399,97 @@ TEST_SUITE("local_child") {
       CHECK(alive(pid));
     }
     CHECK_FALSE(alive(pid));
+  }
+
+  // --tlaunch-watch (launch/node_watch.hpp): a process forked here plays a Slurm task. Its
+  // watch forks the node; `node` runs in that node and returns its exit code.
+  template <class Node>
+  pid_t watched_task(std::chrono::milliseconds limit, int err_fd, Node node) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::dup2(err_fd, 2);
+      // SIGTERM blocked from the start: the node takes it with sigwait, however late it runs.
+      sigset_t term;
+      ::sigemptyset(&term);
+      ::sigaddset(&term, SIGTERM);
+      ::sigprocmask(SIG_BLOCK, &term, nullptr);
+      auto code = tlaunch::launch::watch_node_process(limit);
+      ::_exit(code ? *code : node());
+    }
+    return pid;
+  }
+
+  TEST_CASE("a watched node stopped past the limit is killed; its watch says so and dies of it") {
+    int err[2];
+    REQUIRE(::pipe(err) == 0);
+    pid_t task = watched_task(300ms, err[1], [] {
+      ::raise(SIGSTOP);
+      return 0;
+    });
+    ::close(err[1]);
+    int status = 0;
+    REQUIRE(::waitpid(task, &status, 0) == task);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGKILL);
+    std::string said;
+    char buf[512];
+    for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<std::size_t>(n));
+    ::close(err[0]);
+    CHECK(said == "tlaunch: node process stopped (SIGSTOP) for 0.3 s: it stopped answering; killed\n");
+  }
+
+  TEST_CASE("a watched node stopped and continued within the limit is not killed") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    pid_t task = watched_task(5000ms, 2, [w = fds[1]] {
+      pid_t me = ::getpid();
+      if (::write(w, &me, sizeof me) != sizeof me) return 1;
+      ::raise(SIGSTOP);  // continued by the test through the watch (SIGCONT is passed on)
+      return 5;
+    });
+    ::close(fds[1]);
+    pid_t node = 0;
+    REQUIRE(::read(fds[0], &node, sizeof node) == sizeof node);
+    ::close(fds[0]);
+    // Once the node is stopped, SIGCONT to its watch.
+    for (int i = 0; i < 500; ++i) {
+      std::ifstream stat("/proc/" + std::to_string(node) + "/stat");
+      std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      auto close = all.rfind(')');
+      if (close != std::string::npos && close + 2 < all.size() && all[close + 2] == 'T') break;
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(::kill(task, SIGCONT) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(task, &status, 0) == task);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 5);
+  }
+
+  TEST_CASE("a signal to the watch reaches its node, and the watch ends as the node did") {
+    pid_t task = watched_task(1000ms, 2, [] {
+      sigset_t set;
+      ::sigemptyset(&set);
+      ::sigaddset(&set, SIGTERM);
+      int sig = 0;
+      ::sigwait(&set, &sig);
+      return sig == SIGTERM ? 7 : 1;
+    });
+    std::this_thread::sleep_for(200ms);
+    REQUIRE(::kill(task, SIGTERM) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(task, &status, 0) == task);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 7);
+
+    // A node killed by a signal: its watch dies of the same one.
+    pid_t killed = watched_task(1000ms, 2, [] {
+      ::kill(::getpid(), SIGUSR1);
+      return 0;
+    });
+    REQUIRE(::waitpid(killed, &status, 0) == killed);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGUSR1);
   }
 }

@@ -305,7 +305,7 @@ TEST_SUITE("k8s") {
     k.volcano = true;
     auto args = tlaunch::launch::k8s_pod_args(nodes, 5, o, k);
     CHECK(args == std::vector<std::string>{
-                      "--tlaunch-role=k8s", "--tlaunch-coordinator=app-5.app:7070",
+                      "--tlaunch-role=k8s", "--tlaunch-watch", "--tlaunch-coordinator=app-5.app:7070",
                       "--start-timeout=60", "--grace=2",
                       "--env=learner:CUDA_VISIBLE_DEVICES={index}", "--env=learner:MODE=train",
                       "--env=actor:SEED=7", "--", "--steps", "3"});

@@ -284,17 +284,33 @@ TEST_SUITE("slurm") {
 
     // worker/0 (task 1, on node2) stops itself with SIGSTOP once: the heartbeat finds it
     // silent and the launcher kills that task alone (its pid, on its node), not the step;
-    // the new worker/0 stops the program.
+    // the new worker/0 stops the program. (--liveness=5: the task's own watch, below,
+    // would kill it only after 10 s.)
     std::filesystem::remove(once);
-    auto hung = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--heartbeat=0.5", "--restart",
-                            "worker=1", "--", "stall", marker}),
+    auto hung = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--heartbeat=0.5", "--liveness=5",
+                            "--restart", "worker=1", "--", "stall", marker}),
                     90s);
-    ::unsetenv("FAULTY_ONCE");
     INFO(hung.all);
     CHECK(hung.code == 0);
     CHECK(has(hung.all, "stopped answering (killed by signal SIGKILL); restart 1 of at most 1"));
     CHECK(has(hung.all, "[worker/0@node2] restarted after a stall"));
     CHECK_FALSE(has(hung.all, "killing the step"));
+    CHECK(none_left(marker, 20s));
+
+    // The same stall with the defaults (no heartbeat): the task's watch (its parent,
+    // --tlaunch-watch) kills the node once stopped for two --liveness intervals, says so,
+    // and worker/0 is restarted.
+    std::filesystem::remove(once);
+    auto watched = run(salloc({TLAUNCH_FAULTY_EXE, "--launch=slurm", "--restart", "worker=1", "--",
+                               "stall", marker}),
+                       90s);
+    ::unsetenv("FAULTY_ONCE");
+    INFO(watched.all);
+    CHECK(watched.code == 0);
+    CHECK(has(watched.all, "[worker/0@node2] tlaunch: node process stopped (SIGSTOP) for 2 s: it "
+                           "stopped answering; killed"));
+    CHECK(has(watched.all, "restart 1 of at most 1"));
+    CHECK(has(watched.all, "[worker/0@node2] restarted after a stall"));
     CHECK(none_left(marker, 20s));
   }
 

@@ -17,6 +17,7 @@
 #include "../launch/node_env.hpp"
 #include "../launch/node_forker.hpp"
 #include "../launch/node_process.hpp"
+#include "../launch/node_watch.hpp"
 #include "../launch/output.hpp"
 #include "../launch/registry.hpp"
 #include "../program_view.hpp"
@@ -70,6 +71,9 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
       return launch::run_agent(launch::stopped_limit(o), fork_tail);
     }
     // a pod of --launch=k8s's Job, or of its restart Job
+    // A node process that a cluster manager started: watched by a parent of its own.
+    if (o.watch && !o.role.empty())
+      if (auto code = launch::watch_node_process(launch::stopped_limit(o))) return *code;
     if (o.role == "k8s" || o.role == "k8s-restart") return launch::run_k8s_pod(p, o);
     if (!o.role.empty()) return launch::run_node_process(p, o);
     auto nodes = p.describe(o.replicas);

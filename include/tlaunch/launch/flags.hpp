@@ -67,6 +67,9 @@ struct options {
   // node process (set by the launcher, never by hand)
   std::string role;
   bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/agent.hpp)
+  // --tlaunch-watch: a node process forks a watch that kills it when it stays stopped
+  // (launch/node_watch.hpp): for nodes that a cluster manager starts.
+  bool watch = false;
   // --exec-nodes: local_mp (and ssh's agent) executes the binary for each node process instead of forking
   // it from a copy made at start-up (launch/node_forker.hpp).
   bool exec_nodes = false;
@@ -377,6 +380,9 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
     } else if (name == "--tlaunch-agent") {
       flag_only();
       o.agent = true;
+    } else if (name == "--tlaunch-watch") {
+      flag_only();
+      o.watch = true;
     } else if (name == "--exec-nodes") {
       flag_only();
       o.exec_nodes = true;

@@ -299,6 +299,7 @@ inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::detail::
                                              const k8s_settings& k, bool restart_job = false) {
   std::vector<std::string> args = {
       restart_job ? "--tlaunch-role=k8s-restart" : "--tlaunch-role=k8s",
+      "--tlaunch-watch",  // a stopped node process is killed, as under local_mp and ssh
       fmt::format("--tlaunch-coordinator={}", k8s_coordinator_address(coordinator_index, k)),
       fmt::format("--start-timeout={}", static_cast<double>(o.start_timeout.count()) / 1000.0)};
   for (const auto& c : o.colocate) args.push_back(fmt::format("--colocate={}", c));

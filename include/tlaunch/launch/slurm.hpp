@@ -560,6 +560,8 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
     argv.push_back(exe);
     argv.push_back(fmt::format("--tlaunch-coordinator={}:{}", dial, port));
     argv.push_back(role);
+    // Nothing of tlaunch's runs beside a task to see it stop: it watches itself (node_watch.hpp).
+    argv.push_back("--tlaunch-watch");
     for (const auto& c : o.colocate) argv.push_back(fmt::format("--colocate={}", c));
     if (o.no_colocate) argv.push_back("--no-colocate");
     argv.insert(argv.end(), tail.begin() + 1, tail.end());

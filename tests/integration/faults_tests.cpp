@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <tlaunch/launch/node_forker.hpp>
 
 #include "process.hpp"
@@ -85,7 +86,7 @@ struct private_tmux {
   // own output by a moment).
   static bool shows(const std::string& session, const std::string& window, std::string_view text) {
     for (int i = 0; i < 50; ++i) {
-      if (has(run({"capture-pane", "-p", "-t", "=" + session + ":" + window}).out, text)) return true;
+      if (has(run({"capture-pane", "-p", "-t", fmt::format("={}:{}", session, window)}).out, text)) return true;
       std::this_thread::sleep_for(100ms);
     }
     return false;
@@ -530,18 +531,18 @@ TEST_SUITE("faults") {
     auto pids = started_nodes(p, marker);
     const std::string session = tmux_session_of(p.err());
     CAPTURE(p.all());
-    CHECK(session == "tlaunch-" + std::to_string(p.pid()));
-    CHECK(has(p.err(), "tmux attach -t " + session));
-    CHECK(tmux.run({"list-windows", "-t", "=" + session, "-F", "#W"}).out ==
+    CHECK(session == fmt::format("tlaunch-{}", p.pid()));
+    CHECK(has(p.err(), fmt::format("tmux attach -t {}", session)));
+    CHECK(tmux.run({"list-windows", "-t", fmt::format("={}", session), "-F", "#W"}).out ==
           "target/0\nworker/0\nworker/1\n");
     CHECK(tmux.shows(session, "worker/0", "ready pid="));
     CHECK(tmux.shows(session, "worker/1", "ready pid="));
     // Closing the session stops the program as SIGTERM does.
-    CHECK(tmux.run({"kill-session", "-t", "=" + session}).code == 0);
+    CHECK(tmux.run({"kill-session", "-t", fmt::format("={}", session)}).code == 0);
     int code = p.wait_or_kill(20s);
     CAPTURE(p.all());
     CHECK(code == 143);
-    CHECK(has(p.err(), "tmux session " + session + " closed: stopping every node"));
+    CHECK(has(p.err(), fmt::format("tmux session {} closed: stopping every node", session)));
     CHECK(it::all_gone(pids, 10s));
     CHECK(it::node_pids(marker).empty());
     CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / session));
@@ -568,14 +569,14 @@ TEST_SUITE("faults") {
     CHECK(r.code == 0);
     const std::string session = tmux_session_of(r.err);
     REQUIRE(!session.empty());
-    CHECK(tmux.run({"has-session", "-t", "=" + session}).code == 0);
-    CHECK(tmux.run({"list-windows", "-t", "=" + session, "-F", "#W"}).out ==
+    CHECK(tmux.run({"has-session", "-t", fmt::format("={}", session)}).code == 0);
+    CHECK(tmux.run({"list-windows", "-t", fmt::format("={}", session), "-F", "#W"}).out ==
           "target/0\nworker/0\nworker/1\n");
     CHECK(tmux.shows(session, "worker/0", "3 good calls"));
     CHECK(tmux.shows(session, "target/0", "--- killed by signal SIGABRT ---"));
     CHECK(tmux.shows(session, "target/0", "--- restarted ---"));
     CHECK(tmux.shows(session, "worker/1", "--- exited with code 0 ---"));
-    CHECK(tmux.run({"kill-session", "-t", "=" + session}).code == 0);
+    CHECK(tmux.run({"kill-session", "-t", fmt::format("={}", session)}).code == 0);
 
     // --terminal-close: the session goes when the program ends, also when it fails.
     marker = it::unique_marker("tmux-close");
@@ -586,7 +587,7 @@ TEST_SUITE("faults") {
     CHECK(r.code == 1);
     const std::string closed = tmux_session_of(r.err);
     REQUIRE(!closed.empty());
-    CHECK(tmux.run({"has-session", "-t", "=" + closed}).code != 0);
+    CHECK(tmux.run({"has-session", "-t", fmt::format("={}", closed)}).code != 0);
     CHECK(it::node_pids(marker).empty());
   }
 

@@ -647,7 +647,7 @@ class coordinator final : public rpc::connection_sink {
     s.exited = true;
     for (std::uint32_t m : s.members) slots_[m].exited = true;
     --alive_;
-    if (terminal_) terminal_->line(s.where, "--- " + st.describe() + " ---");
+    if (terminal_) terminal_->line(s.where, fmt::format("--- {} ---", st.describe()));
     release_held(s);
     if (!life_.stopping()) {
       std::string why =

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <tlaunch/launch/node_forker.hpp>
 
 #include "process.hpp"
@@ -58,6 +60,46 @@ colocation_line colocation_of(const std::string& out, int index) {
     std::sscanf(out.c_str() + at, "colocation index=%*d pid=%ld target_pid=%ld saves=%ld", &c.pid,
                 &c.target_pid, &c.saves);
   return c;
+}
+
+// --terminal=tmux: a tmux server of the test's own (TMUX_TMPDIR holds its socket), for the
+// test's lifetime; tmux(...) runs the tmux command line given.
+struct private_tmux {
+  std::string dir;
+  private_tmux() {
+    char tmpl[] = "/tmp/tlaunch-tmux-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    ::setenv("TMUX_TMPDIR", dir.c_str(), 1);
+  }
+  ~private_tmux() {
+    run({"kill-server"});
+    ::unsetenv("TMUX_TMPDIR");
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  static it::finished run(std::vector<std::string> args) {
+    args.insert(args.begin(), "/usr/bin/tmux");
+    return it::run(std::move(args), 10s);
+  }
+  // True once window `window` of `session` shows `text` (its tail may lag the launcher's
+  // own output by a moment).
+  static bool shows(const std::string& session, const std::string& window, std::string_view text) {
+    for (int i = 0; i < 50; ++i) {
+      if (has(run({"capture-pane", "-p", "-t", fmt::format("={}:{}", session, window)}).out, text)) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+};
+
+// The session the launcher named in its "[launcher] tmux session NAME, ..." line.
+std::string tmux_session_of(const std::string& err) {
+  const std::string intro = "[launcher] tmux session ";
+  auto at = err.find(intro);
+  if (at == std::string::npos) return {};
+  at += intro.size();
+  return err.substr(at, err.find(',', at) - at);
 }
 
 }  // namespace
@@ -476,5 +518,92 @@ TEST_SUITE("faults") {
     CHECK(has(r.err, "node target/0+worker/0 restarted"));
     CHECK(has(r.out, "[target/0+worker/0] 3 good calls"));
     std::remove(once.c_str());
+  }
+
+  TEST_CASE("--terminal=tmux: a window per node process shows its lines; closing it stops all") {
+    if (::access("/usr/bin/tmux", X_OK) != 0) {
+      MESSAGE("skipped: no tmux");
+      return;
+    }
+    private_tmux tmux;
+    auto marker = it::unique_marker("tmux");
+    process p(faulty({"--launch=local_mp", "--terminal=tmux"}, {"idle"}, marker));
+    auto pids = started_nodes(p, marker);
+    const std::string session = tmux_session_of(p.err());
+    CAPTURE(p.all());
+    CHECK(session == fmt::format("tlaunch-{}", p.pid()));
+    CHECK(has(p.err(), fmt::format("tmux attach -t {}", session)));
+    CHECK(tmux.run({"list-windows", "-t", fmt::format("={}", session), "-F", "#W"}).out ==
+          "target/0\nworker/0\nworker/1\n");
+    CHECK(tmux.shows(session, "worker/0", "ready pid="));
+    CHECK(tmux.shows(session, "worker/1", "ready pid="));
+    // Closing the session stops the program as SIGTERM does.
+    CHECK(tmux.run({"kill-session", "-t", fmt::format("={}", session)}).code == 0);
+    int code = p.wait_or_kill(20s);
+    CAPTURE(p.all());
+    CHECK(code == 143);
+    CHECK(has(p.err(), fmt::format("tmux session {} closed: stopping every node", session)));
+    CHECK(it::all_gone(pids, 10s));
+    CHECK(it::node_pids(marker).empty());
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / session));
+  }
+
+  TEST_CASE("--terminal=tmux: the windows stay after the end, a restart keeps its window; "
+            "--terminal-close closes them") {
+    if (::access("/usr/bin/tmux", X_OK) != 0) {
+      MESSAGE("skipped: no tmux");
+      return;
+    }
+    private_tmux tmux;
+    // target aborts on its second call (once) and is restarted (its policy); worker/0 makes
+    // every call and stops the program: exit 0, and the session stays.
+    auto marker = it::unique_marker("tmux-restart");
+    std::string once = "/tmp/" + marker + ".once";
+    ::setenv("FAULTY_TARGET_CRASH", "2", 1);
+    ::setenv("FAULTY_ONCE", once.c_str(), 1);
+    auto r = it::run(faulty({"--launch=local_mp", "--terminal=tmux"}, {"calls", "3"}, marker), 30s);
+    ::unsetenv("FAULTY_TARGET_CRASH");
+    ::unsetenv("FAULTY_ONCE");
+    std::remove(once.c_str());
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    const std::string session = tmux_session_of(r.err);
+    REQUIRE(!session.empty());
+    CHECK(tmux.run({"has-session", "-t", fmt::format("={}", session)}).code == 0);
+    CHECK(tmux.run({"list-windows", "-t", fmt::format("={}", session), "-F", "#W"}).out ==
+          "target/0\nworker/0\nworker/1\n");
+    CHECK(tmux.shows(session, "worker/0", "3 good calls"));
+    CHECK(tmux.shows(session, "target/0", "--- killed by signal SIGABRT ---"));
+    CHECK(tmux.shows(session, "target/0", "--- restarted ---"));
+    CHECK(tmux.shows(session, "worker/1", "--- exited with code 0 ---"));
+    CHECK(tmux.run({"kill-session", "-t", fmt::format("={}", session)}).code == 0);
+
+    // --terminal-close: the session goes when the program ends, also when it fails.
+    marker = it::unique_marker("tmux-close");
+    r = it::run(faulty({"--launch=local_mp", "--terminal=tmux", "--terminal-close"}, {"throw"},
+                       marker),
+                20s);
+    CAPTURE(r.all);
+    CHECK(r.code == 1);
+    const std::string closed = tmux_session_of(r.err);
+    REQUIRE(!closed.empty());
+    CHECK(tmux.run({"has-session", "-t", fmt::format("={}", closed)}).code != 0);
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("--terminal: refused where no node process's output passes through the launcher") {
+    auto r = it::run(faulty({"--terminal=tmux"}, {"idle"}, it::unique_marker("tmux-mt")), 20s);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--terminal=tmux: --launch=local_mt runs every node in this one process"));
+    CHECK(has(r.err, "usage: "));
+    r = it::run(faulty({"--launch=k8s", "--terminal=tmux"}, {"idle"}, "x"), 20s);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--terminal=tmux: --launch=k8s starts nothing on this machine"));
+    r = it::run(faulty({"--launch=local_mp", "--terminal=screen"}, {"idle"}, "x"), 20s);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--terminal: 'screen' is not tmux"));
+    r = it::run(faulty({"--launch=local_mp", "--terminal-close"}, {"idle"}, "x"), 20s);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--terminal-close: there is no --terminal=tmux session to close"));
   }
 }

@@ -74,8 +74,24 @@ TEST_SUITE("flags") {
                           "--force-wire", "--max-frame", "--hosts", "--hostfile", "--place",
                           "--ssh-identity", "--ssh-accept-new", "--known-hosts",
                           "--coordinator-host", "--start-timeout", "--handshake-timeout",
-                          "--max-unauthenticated", "--heartbeat", "--help"})
+                          "--max-unauthenticated", "--heartbeat", "--terminal=tmux",
+                          "--terminal-close", "--ssh-terminal", "--help"})
       CHECK_MESSAGE(u.find(f) != std::string::npos, f);
+  }
+
+  TEST_CASE("--terminal=tmux, its close flag and the deprecated --ssh-terminal=tmux") {
+    auto o = parse({"--launch=local_mp", "--terminal=tmux", "--terminal-close"});
+    CHECK(o.terminal == "tmux");
+    CHECK(o.terminal_close);
+    CHECK(parse({"--launch=ssh", "--ssh-terminal=tmux"}).terminal == "tmux");
+    CHECK(parse({"--launch=local_mp"}).terminal.empty());
+    // Not a node process's flag: they never see it.
+    CHECK(o.passthrough.empty());
+    CHECK_THROWS_WITH(parse({"--terminal=tmux"}), doctest::Contains("--launch=local_mt runs every node"));
+    CHECK_THROWS_WITH(parse({"--launch=ssh", "--ssh-terminal=screen"}),
+                      doctest::Contains("'screen' is not tmux"));
+    CHECK_THROWS_WITH(parse({"--launch=local_mp", "--terminal-close"}),
+                      doctest::Contains("no --terminal=tmux session"));
   }
 }
 

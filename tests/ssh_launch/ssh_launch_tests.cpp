@@ -629,7 +629,7 @@ TEST_SUITE("ssh_launch") {
     CHECK(has(r.err, "2 nodes on 2 hosts (per-node exec); "));
   }
 
-  TEST_CASE("--ssh-terminal=tmux: a window per node shows its output; closing it stops all") {
+  TEST_CASE("--terminal=tmux: a window per node shows its output; closing it stops all") {
     if (::access("/usr/bin/tmux", X_OK) != 0) {
       MESSAGE("skipped: no tmux");
       return;
@@ -646,7 +646,7 @@ TEST_SUITE("ssh_launch") {
     // A tmux server of this test's own: TMUX_TMPDIR holds its socket.
     temp_dir tmp;
     ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
-    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-terminal=tmux"},
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--terminal=tmux"},
                          {"idle"}));
     REQUIRE(p.wait_for_output("ready pid=", 60s, 2));
     auto pids = it::node_pids(cached_path(TLAUNCH_REMOTE_PROGRAM_EXE));
@@ -665,7 +665,8 @@ TEST_SUITE("ssh_launch") {
 
     // A program that ends by itself leaves its windows readable until the session is closed;
     // a restarted instance (worker/1 crashes once, its new process stops the program) keeps
-    // its window: both processes' lines in it, and no third window.
+    // its window: both processes' lines in it, and no third window. (--ssh-terminal=tmux:
+    // the deprecated alias of --terminal=tmux.)
     ::setenv("TMUX_TMPDIR", tmp.path.c_str(), 1);
     std::string once = "/tmp/" + it::unique_marker("tmux-restart");
     auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()},

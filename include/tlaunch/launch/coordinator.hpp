@@ -9,10 +9,13 @@
 // A colocation group (launch/colocation.hpp) is one process, started for its leader's
 // slot; each member registers on a connection of its own, and the group fails, stops
 // and restarts as one.
+// --terminal=tmux: every process's lines also go to a tmux window of its own
+// (launch/tmux_terminal.hpp), a restarted process's to the window of the one it replaces.
 #pragma once
 
 #include <fcntl.h>
-
+#include <signal.h>
+#include <unistd.h>
 
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
@@ -38,6 +41,7 @@
 #include "lifecycle.hpp"
 #include "output.hpp"
 #include "placement.hpp"
+#include "tmux_terminal.hpp"
 
 namespace tlaunch::launch {
 
@@ -147,6 +151,7 @@ class coordinator final : public rpc::connection_sink {
       for (std::uint32_t m : s.members) ids.append(ids.empty() ? "" : "+").append(slots_[m].id);
       s.where = s.place.host.empty() ? ids : ids + "@" + s.place.host;
     }
+    if (opt_.terminal == "tmux") open_terminal(places);
     for (const auto& p : places) {
       auto& s = slots_[p.flat];
       if (s.leader != p.flat) continue;  // started with its group
@@ -178,6 +183,11 @@ class coordinator final : public rpc::connection_sink {
     }
     life_.stopped();
     report();
+    if (terminal_) {
+      terminal_->stop_watching();
+      // The windows stay readable until the user closes the session, unless --terminal-close.
+      if (opt_.terminal_close) terminal_->close();
+    }
     return life_.exit_code();
   }
 
@@ -300,6 +310,7 @@ class coordinator final : public rpc::connection_sink {
     std::uint32_t flat = s.place.flat, gen = s.gen;
     cb.on_line = [this, flat](stream st, std::string_view line) {
       out_.print(slots_[flat].where, st, line);
+      if (terminal_) terminal_->line(slots_[flat].where, line);
     };
     cb.on_exit = [this, flat, gen](const exit_status& st) {
       asio::post(io_, [this, flat, gen, st] { on_exit(flat, gen, st); });
@@ -396,6 +407,7 @@ class coordinator final : public rpc::connection_sink {
     ++s.gen;
     s.exited = s.replacing = s.killed = s.reported = s.stop_sent = false;
     s.replace_reason.clear();
+    if (terminal_) terminal_->line(s.where, "--- restarted ---");
     try {
       start_process(s);
     } catch (const std::exception& e) {
@@ -413,6 +425,35 @@ class coordinator final : public rpc::connection_sink {
                fmt::format("restarted, but did not register within {} s",
                            static_cast<double>(opt_.start_timeout.count()) / 1000.0),
                fault::error, /*kill=*/true);
+    });
+  }
+
+  // --terminal=tmux: the session, with a window for every process (named by its
+  // instances, without the host), made before any starts; its close stops the program as
+  // SIGTERM does. Throws launch_error when tmux cannot make it.
+  void open_terminal(const std::vector<placement>& places) {
+    terminal_ = std::make_unique<tmux_terminal>(fmt::format("tlaunch-{}", ::getpid()));
+    try {
+      for (const auto& p : places) {
+        const auto& s = slots_[p.flat];
+        if (s.leader != p.flat) continue;
+        terminal_->add_window(s.where, s.where.substr(0, s.where.find('@')));
+      }
+    } catch (...) {
+      terminal_->close();  // no session with some of the windows
+      throw;
+    }
+    out_.print("launcher", stream::err,
+               fmt::format("tmux session {}, one window per node: tmux attach -t {}",
+                           terminal_->name(), terminal_->name()));
+    terminal_->watch([this] {
+      asio::post(io_, [this] {
+        if (life_.stopping()) return;
+        out_.print("launcher", stream::err,
+                   fmt::format("tmux session {} closed: stopping every node", terminal_->name()));
+        life_.interrupted(SIGTERM);
+        begin_stop("its tmux session was closed");
+      });
     });
   }
 
@@ -564,6 +605,8 @@ class coordinator final : public rpc::connection_sink {
         if (s.proc && !s.exited) {
           out_.print(s.where, stream::err,
                      "did not stop within the grace period; killing it");
+          if (terminal_)
+            terminal_->line(s.where, "--- did not stop within the grace period; killing it ---");
           s.killed = true;
           s.proc->kill();
           // A node that had to be killed failed to stop, whoever's timer ran out first:
@@ -606,6 +649,7 @@ class coordinator final : public rpc::connection_sink {
     s.exited = true;
     for (std::uint32_t m : s.members) slots_[m].exited = true;
     --alive_;
+    if (terminal_) terminal_->line(s.where, fmt::format("--- {} ---", st.describe()));
     release_held(s);
     if (!life_.stopping()) {
       std::string why =
@@ -699,6 +743,7 @@ class coordinator final : public rpc::connection_sink {
   lifecycle life_;
   std::chrono::steady_clock::time_point started_at_;
   std::chrono::milliseconds registered_after_{0}, stopped_after_{0};
+  std::unique_ptr<tmux_terminal> terminal_;  // --terminal=tmux
 
  public:
   std::chrono::milliseconds time_to_stop() const { return stopped_after_; }

@@ -34,6 +34,10 @@ struct options {
   std::chrono::milliseconds start_timeout{60000};
   std::string log_dir;
   std::string color = "auto";
+  // --terminal=tmux: a tmux window per node process (launch/tmux_terminal.hpp); "" none.
+  // --terminal-close: the launcher closes the session when the program ends.
+  std::string terminal;
+  bool terminal_close = false;
   unsigned threads = 0;  // 0: 2 for local_mt, 1 per node process
   std::chrono::microseconds busy_poll{0};
   bool force_wire = false;
@@ -149,6 +153,12 @@ Launch:
   --start-timeout=SECONDS  time for every node to register (default 60)
   --log-dir=DIR            also write each node's output to DIR/<node>.<i>.log
   --color=auto|always|never  color the [node/i] prefixes (default auto)
+  --terminal=tmux          also show every node process's output live in a tmux
+                           session on this machine, one window each (its name is
+                           printed: tmux attach -t NAME); closing the session stops
+                           the program (exit 143); when the program ends the
+                           windows stay until closed (local_mp, ssh, slurm)
+  --terminal-close         close that session when the program ends
   --exec-nodes             local_mp and ssh's agents execute this binary for each
                            node process instead of forking it from a copy of the
                            process made at start-up
@@ -231,6 +241,22 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 }  // namespace detail
+
+// --terminal needs node processes whose output passes through this launcher.
+inline void check_terminal(const options& o) {
+  if (o.terminal_close && o.terminal.empty())
+    throw usage_error("--terminal-close: there is no --terminal=tmux session to close");
+  if (o.terminal.empty()) return;
+  if (o.launch == "local_mt")
+    throw usage_error("--terminal=" + o.terminal +
+                      ": --launch=local_mt runs every node in this one process, which has no "
+                      "node processes whose output a window could follow; use "
+                      "--launch=local_mp (or ssh, slurm)");
+  if (o.launch == "k8s")
+    throw usage_error("--terminal=" + o.terminal +
+                      ": --launch=k8s starts nothing on this machine (it writes manifests), so "
+                      "no node's output passes through it; use kubectl logs");
+}
 
 // Parses the command line; the launchers' own flags go to their parse_flag.
 inline options parse(int argc, const char* const* argv, const launcher_table& launchers) {
@@ -324,6 +350,12 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       o.color = need();
       if (o.color != "auto" && o.color != "always" && o.color != "never")
         throw usage_error("--color: '" + o.color + "' is not one of auto, always, never");
+    } else if (name == "--terminal") {
+      o.terminal = need();
+      if (o.terminal != "tmux") throw usage_error("--terminal: '" + o.terminal + "' is not tmux");
+    } else if (name == "--terminal-close") {
+      flag_only();
+      o.terminal_close = true;
     } else if (name == "--force-wire") {
       flag_only();
       o.force_wire = true;
@@ -398,6 +430,7 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   }
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
+  check_terminal(o);
   return o;
 }
 

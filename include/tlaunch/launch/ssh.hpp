@@ -40,7 +40,6 @@
 #include "node_env.hpp"
 #include "output.hpp"
 #include "placement.hpp"
-#include "ssh/tmux_terminal.hpp"
 #include "ssh/upload_progress.hpp"
 #include "ssh_session.hpp"
 
@@ -218,14 +217,6 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
   for (auto& [h, hs] : by_host)
     for (auto& s : hs.sessions) any_v6 = any_v6 || s->local_address().find(':') != std::string::npos;
   coord.listen(!o.coordinator_host.empty() ? o.coordinator_host : any_v6 ? "::" : "0.0.0.0");
-  // --ssh-terminal=tmux: a window per node instance, following its output.
-  std::unique_ptr<ssh::tmux_terminal> terminal;
-  if (auto t = o.launcher_flags.find("--ssh-terminal"); t != o.launcher_flags.end()) {
-    terminal = std::make_unique<ssh::tmux_terminal>(fmt::format("tlaunch-{}", ::getpid()));
-    out.print("launcher", stream::err,
-              fmt::format("tmux session {}, one window per node: tmux attach -t {}",
-                          terminal->name(), terminal->name()));
-  }
   // Agent mode: each host's agent starts with the first node placed there.
   std::map<std::string, std::shared_ptr<agent_link>> agents;
   auto dial_address = [&](ssh::session& s, std::uint16_t port) {
@@ -233,25 +224,9 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
     if (dial.find(':') != std::string::npos) dial = "[" + dial + "]";
     return "--tlaunch-coordinator=" + dial + ":" + std::to_string(port);
   };
-  bool terminal_watching = false;
   int code = coord.run(places, [&](const placement& pl, std::uint16_t port,
                                    const std::vector<std::string>& tail, child_callbacks cb) {
     auto& hs = by_host[pl.host];
-    if (terminal) {
-      std::string where = pl.id + "@" + pl.host;
-      bool first = !terminal_watching;
-      terminal->add_window(where, pl.id);
-      cb.on_line = [t = terminal.get(), where, inner = std::move(cb.on_line)](
-                       stream st, std::string_view line) {
-        t->line(where, line);
-        if (inner) inner(st, line);
-      };
-      if (first) {
-        terminal_watching = true;
-        // The user closed the session: stop the program as SIGTERM does.
-        terminal->watch([] { ::kill(::getpid(), SIGTERM); });
-      }
-    }
     if (!per_node) {
       auto& s = *hs.sessions[0];
       auto& link = agents[pl.host];
@@ -307,7 +282,6 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
                                                       last - coord.run_started()).count());
   }
   agents.clear();  // EOF to each agent: it exits
-  if (terminal) terminal->stop_watching();  // the windows stay, readable, until closed
   if (const char* t = std::getenv("TLAUNCH_TIMINGS"); t != nullptr && std::string_view(t) == "1") {
     auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     out.print("launcher", stream::err,
@@ -335,8 +309,7 @@ struct ssh_launcher {
                            ones (default 3; 0 keeps all)
   --ssh-per-node-exec      start every node through an SSH exec of its own instead of
                            one agent per host (slower: for comparison)
-  --ssh-terminal=tmux      a local tmux session with a window per node showing its
-                           output; closing the session stops the program
+  --ssh-terminal=tmux      deprecated: the same as --terminal=tmux
 )";
   static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
     if (name == "--ssh-identity") {
@@ -346,10 +319,10 @@ struct ssh_launcher {
       o.ssh_accept_new = true;
     } else if (name == "--known-hosts") {
       o.known_hosts = r.value();
-    } else if (name == "--ssh-terminal") {
+    } else if (name == "--ssh-terminal") {  // deprecated: --terminal=tmux
       std::string v = r.value();
       if (v != "tmux") throw usage_error("--ssh-terminal: '" + v + "' is not tmux");
-      o.launcher_flags[name] = v;
+      o.terminal = v;
     } else if (name == "--ssh-per-node-exec") {
       r.no_value();
       o.launcher_flags[name] = "";

@@ -1,8 +1,10 @@
-// --ssh-terminal=tmux: a tmux session on the launcher's machine with one window per node
-// instance, each following that node's output live. Every node's lines also go to a file of
-// their own in a temporary directory, which its window follows (`tail -f`, by descriptor:
-// the files are removed when the launcher ends, and the windows stay readable until the
-// user closes the session). Closing the session while the program runs stops the program
+// --terminal=tmux: a tmux session on the launcher's machine with one window per node
+// process (an instance, or a colocation group), each following that process's output
+// live, whichever launcher started it (the coordinator feeds it: launch/coordinator.hpp).
+// Every process's lines also go to a file of their own in a temporary directory, which its
+// window follows (`tail -f`, by descriptor: the files are removed when the launcher ends,
+// and the windows stay readable until the user closes the session, or the launcher closes
+// it with --terminal-close). Closing the session while the program runs stops the program
 // (as SIGTERM would).
 #pragma once
 
@@ -29,17 +31,19 @@
 #include <thread>
 #include <vector>
 
-#include "exec_channel.hpp"
+#include "../error.hpp"
 
 extern char** environ;
 
-namespace tlaunch::ssh {
+namespace tlaunch::launch {
 
 class tmux_terminal {
  public:
-  // Creates the session (detached) named `name`; throws std::runtime_error when tmux
-  // cannot be run.
-  explicit tmux_terminal(std::string name) : name_(std::move(name)) {
+  // A session named `name`, or `name`-2, -3, ... when a session of that name exists
+  // already; it is created with the first window.
+  explicit tmux_terminal(const std::string& name) : name_(name) {
+    for (int n = 2; run({"tmux", "has-session", "-t", "=" + name_}, false) == 0; ++n)
+      name_ = name + "-" + std::to_string(n);
     dir_ = std::filesystem::temp_directory_path() / name_;
     std::filesystem::create_directories(dir_);
   }
@@ -57,20 +61,18 @@ class tmux_terminal {
     if (watcher_.joinable()) watcher_.join();
   }
 
+  // Closes the session (--terminal-close); nothing when the user closed it already.
+  void close() { run({"tmux", "kill-session", "-t", "=" + name_}, false); }
+
   const std::string& name() const { return name_; }
 
-  // A window named `window` ("worker/3") following `where`'s lines; call before its lines.
-  // A restarted instance (the same `where` again) keeps its window: its new process's lines
-  // follow the old ones after a "--- restarted ---" line.
+  // A window named `window` ("worker/3") following `where`'s lines; the first one creates
+  // the session. Throws launch_error when tmux cannot be run or refuses.
   void add_window(const std::string& where, const std::string& window) {
     std::filesystem::path file;
     {
       std::lock_guard lk(mu_);
-      if (auto it = files_.find(where); it != files_.end()) {
-        *it->second << "--- restarted ---\n";
-        it->second->flush();
-        return;
-      }
+      if (files_.count(where) != 0) return;
       file = dir_ / (std::to_string(files_.size()) + ".log");
       std::ofstream(file).flush();
       files_[where] = std::make_unique<std::ofstream>(file, std::ios::app);
@@ -80,11 +82,11 @@ class tmux_terminal {
       run({"tmux", "new-session", "-d", "-s", name_, "-n", window, "-x", "200", "-y", "50", follow});
       started_ = true;
     } else {
-      run({"tmux", "new-window", "-d", "-t", name_ + ":", "-n", window, follow});
+      run({"tmux", "new-window", "-d", "-t", "=" + name_ + ":", "-n", window, follow});
     }
   }
 
-  // One line of `where`'s output (any thread).
+  // One line of `where`'s output (any thread); nothing for a `where` without a window.
   void line(const std::string& where, std::string_view text) {
     std::lock_guard lk(mu_);
     auto it = files_.find(where);
@@ -99,7 +101,7 @@ class tmux_terminal {
       while (!stop_watch_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         if (stop_watch_) return;
-        if (run({"tmux", "has-session", "-t", name_}, false) != 0) {
+        if (run({"tmux", "has-session", "-t", "=" + name_}, false) != 0) {
           on_closed();
           return;
         }
@@ -108,7 +110,20 @@ class tmux_terminal {
   }
 
  private:
-  // Runs tmux and waits for it; its exit code. Throws when it cannot run or (check) fails.
+  // Quotes s for the shell tmux runs a window's command with.
+  static std::string shell_quote(std::string_view s) {
+    std::string out = "'";
+    for (char c : s) {
+      if (c == '\'')
+        out += "'\\''";
+      else
+        out += c;
+    }
+    return out + "'";
+  }
+
+  // Runs tmux and waits for it; its exit code (127 when it cannot run and !check). Throws
+  // launch_error when it cannot run or (check) fails.
   int run(const std::vector<std::string>& argv, bool check = true) {
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -117,17 +132,28 @@ class tmux_terminal {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    // tmux's complaint about what was only asked ("no server running") is no news; that of a
+    // command that must work goes to the launcher's stderr.
+    if (!check) posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     pid_t pid = -1;
     int rc = ::posix_spawnp(&pid, "tmux", &fa, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) throw std::runtime_error("--ssh-terminal=tmux: cannot run tmux: " + std::string(std::strerror(rc)));
+    if (rc != 0) {
+      if (!check) return 127;
+      std::string why = "--terminal=tmux: cannot run tmux: ";
+      why += std::strerror(rc);
+      throw launch_error(why);
+    }
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (check && code != 0)
-      throw std::runtime_error("--ssh-terminal=tmux: `tmux " + argv[1] + "` failed (exit " +
-                               std::to_string(code) + ")");
+    if (check && code != 0) {
+      std::string why = "--terminal=tmux: `tmux ";
+      why += argv[1];
+      why += "` failed (exit " + std::to_string(code) + ")";
+      throw launch_error(why);
+    }
     return code;
   }
 
@@ -140,4 +166,4 @@ class tmux_terminal {
   std::thread watcher_;
 };
 
-}  // namespace tlaunch::ssh
+}  // namespace tlaunch::launch

@@ -13,6 +13,10 @@ is what the workers report once running (the median worker).
   launch_bench.py PROGRAM SSHD_ENV [--counts 4,16,32,64] [--runs 5]
                   [--modes local_mp,agent,per_node] [--per-node-counts 4,16]
 
+Modes: local_mp, local_mp_exec (--exec-nodes: node processes executed, not forked), agent
+(one agent per host, which forks the nodes), agent_exec (the agents execute them), per_node
+(--ssh-per-node-exec).
+
 Prints one table (medians, min-max over the runs); a failed launch shows as "failed".
 Exit status 1 when any launch failed.
 """
@@ -56,14 +60,18 @@ def vm_hwm_kb(pid):
 
 def run_once(program, mode, count, fixture, known_hosts, timeout):
     argv = [program, "--color=never", "--replicas", f"worker={count}", "--grace=5"]
-    if mode == "local_mp":
+    if mode.startswith("local_mp"):
         argv.append("--launch=local_mp")
+        if mode == "local_mp_exec":
+            argv.append("--exec-nodes")
     else:
         hosts = ",".join(f"{fixture['USER']}@127.0.0.{i}:{fixture['PORT']}" for i in (1, 2, 3))
         argv += ["--launch=ssh", f"--hosts={hosts}", f"--ssh-identity={fixture['IDENTITY']}",
                  f"--known-hosts={known_hosts}", "--ssh-accept-new", "--start-timeout=60"]
         if mode == "per_node":
             argv.append("--ssh-per-node-exec")
+        if mode == "agent_exec":
+            argv.append("--exec-nodes")
     argv += ["--", "rss"]
     env = dict(os.environ, TLAUNCH_TIMINGS="1")
     began = time.monotonic()
@@ -144,7 +152,8 @@ def main():
                 rows.append((mode, n, results))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    label = {"local_mp": "local_mp", "agent": "ssh, agent per host",
+    label = {"local_mp": "local_mp", "local_mp_exec": "local_mp, --exec-nodes",
+             "agent": "ssh, agent per host", "agent_exec": "ssh, agent per host, --exec-nodes",
              "per_node": "ssh, exec per node"}
     print(f"launch benchmark: {a.runs} runs each, median (min-max); ssh on 3 loopback hosts")
     print("| launch | instances | sessions up ms | upload ms | agents up ms | all registered ms "

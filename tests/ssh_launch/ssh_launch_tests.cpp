@@ -616,7 +616,7 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::all_gone(pids, 10s));
   }
 
-  TEST_CASE("--ssh-per-node-exec: the path without agents (for the benchmark) still runs") {
+  TEST_CASE("--ssh-per-node-exec: the path without agents (for the benchmark) still runs, and its nodes watch themselves") {
     ::setenv("TLAUNCH_TIMINGS", "1", 1);
     auto r = it::run(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--ssh-per-node-exec"},
                                 {"where"}),
@@ -627,6 +627,25 @@ TEST_SUITE("ssh_launch") {
     CHECK(has(r.out, "[worker/0@" + h2() + "] reached at 127.0.0.2\n"));
     CHECK(has(r.out, "[worker/1@" + h3() + "] reached at 127.0.0.3\n"));
     CHECK(has(r.err, "2 nodes on 2 hosts (per-node exec); "));
+
+    // No agent watches these nodes: each watches itself (--tlaunch-watch), and a node
+    // stopped for two --liveness intervals is killed and named.
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()},
+                         {"--ssh-per-node-exec", "--replicas", "worker=1"}, {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 1));
+    long node = 0;
+    auto at = p.out().find("ready pid=");
+    node = std::stol(p.out().substr(at + 10));
+    long watch = parent_of(node);
+    CHECK(has(it::cmdline(static_cast<pid_t>(watch)), "--tlaunch-watch"));
+    REQUIRE(::kill(static_cast<pid_t>(node), SIGSTOP) == 0);
+    int code = p.wait_or_kill(60s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.all(), "[worker/0@" + h2() + "] tlaunch: node process stopped (SIGSTOP) for 2 s: it "
+                       "stopped answering; killed"));
+    CHECK(has(p.err(), "node worker/0@" + h2() + " failed"));
+    CHECK(it::all_gone({static_cast<pid_t>(node), static_cast<pid_t>(watch)}, 10s));
   }
 
   TEST_CASE("--terminal=tmux: a window per node shows its output; closing it stops all") {

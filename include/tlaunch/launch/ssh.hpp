@@ -262,8 +262,9 @@ inline int run_ssh(const tlaunch::detail::program_view& p, const options& o, out
     }
     auto& s = *hs.sessions[(hs.used++ / nodes_per_session) % hs.sessions.size()];
     // Launch flags first: the tail ends with `-- <program arguments>`.
+    // No agent beside the node to see it stop: it watches itself (node_watch.hpp).
     std::string cmd = "exec " + ssh::shell_quote(hs.remote_path) + " " +
-                      ssh::shell_quote(dial_address(s, port));
+                      ssh::shell_quote(dial_address(s, port)) + " --tlaunch-watch";
     for (auto& a : tail) cmd += " " + ssh::shell_quote(a);
     return s.exec(cmd, std::move(cb));
   });

@@ -70,10 +70,10 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
         }
       return launch::run_agent(launch::stopped_limit(o), fork_tail);
     }
-    // a pod of --launch=k8s's Job, or of its restart Job
     // A node process that a cluster manager started: watched by a parent of its own.
     if (o.watch && !o.role.empty())
       if (auto code = launch::watch_node_process(launch::stopped_limit(o))) return *code;
+    // a pod of --launch=k8s's Job, or of its restart Job
     if (o.role == "k8s" || o.role == "k8s-restart") return launch::run_k8s_pod(p, o);
     if (!o.role.empty()) return launch::run_node_process(p, o);
     auto nodes = p.describe(o.replicas);

@@ -300,6 +300,27 @@ inline void close_cloexec_fds(int keep = -1) {
   ::_exit(code);
 }
 
+// The signal that stopped child `pid` (SIGSTOP, SIGTSTP...), or 0: running, or stopped
+// under ptrace. WNOWAIT: the stop stays reportable while it lasts (waitpid without
+// WUNTRACED never reports it).
+inline int stop_signal_of(pid_t pid) {
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid == pid && info.si_code == CLD_STOPPED)
+    return info.si_status;
+  return 0;
+}
+
+// "stopped (SIGSTOP) for 2 s: it stopped answering": why a child stopped past `limit`
+// was killed.
+inline std::string stopped_cause(int sig, std::chrono::milliseconds limit) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  char text[160];
+  std::snprintf(text, sizeof text, "stopped (SIG%s) for %g s: it stopped answering",
+                abbrev ? abbrev : "?", static_cast<double>(limit.count()) / 1000.0);
+  return text;
+}
+
 }  // namespace detail
 
 class local_child final : public child {
@@ -519,13 +540,9 @@ class local_child final : public child {
     if (!stop_cause_.empty()) return;
     int sig = 0;
     {
-      // WNOWAIT: the stop stays reportable; waitpid without WUNTRACED never reports it.
       std::lock_guard lk(reap_mu_);
       if (reaped_) return;
-      siginfo_t info{};
-      if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == pid_ && info.si_code == CLD_STOPPED)
-        sig = info.si_status;
+      sig = detail::stop_signal_of(pid_);
     }
     const auto now = std::chrono::steady_clock::now();
     if (sig == 0) {
@@ -534,11 +551,7 @@ class local_child final : public child {
     }
     if (since == std::chrono::steady_clock::time_point{}) since = now;
     if (now - since < stopped_limit_) return;
-    const char* abbrev = ::sigabbrev_np(sig);
-    char text[160];
-    std::snprintf(text, sizeof text, "stopped (SIG%s) for %g s: it stopped answering",
-                  abbrev ? abbrev : "?", static_cast<double>(stopped_limit_.count()) / 1000.0);
-    stop_cause_ = text;
+    stop_cause_ = detail::stopped_cause(sig, stopped_limit_);
     signal_group(SIGKILL);
   }
 

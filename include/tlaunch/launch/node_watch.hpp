@@ -20,6 +20,8 @@
 #include <cstring>
 #include <optional>
 
+#include "local_child.hpp"
+
 namespace tlaunch::launch {
 
 // Call while the process is one thread. In the child, and when there is nothing to do
@@ -64,12 +66,7 @@ inline std::optional<int> watch_node_process(std::chrono::milliseconds limit) {
       end = info;
       break;
     }
-    // WNOWAIT: the stop stays reportable while it lasts; a ptrace stop is not one.
-    int stop_signal = 0;
-    info = {};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == pid && info.si_code == CLD_STOPPED)
-      stop_signal = info.si_status;
+    const int stop_signal = detail::stop_signal_of(pid);
     const auto now = clock::now();
     // A gap in looking (this process was stopped too, as in a suspended Slurm job, or not
     // scheduled): what was seen before it says nothing about now.
@@ -81,9 +78,8 @@ inline std::optional<int> watch_node_process(std::chrono::milliseconds limit) {
     }
     if (stopped_since == clock::time_point{}) stopped_since = now;
     if (!killed && now - stopped_since >= limit) {
-      const char* abbrev = ::sigabbrev_np(stop_signal);
-      std::fprintf(stderr, "tlaunch: node process stopped (SIG%s) for %g s: it stopped answering; killed\n",
-                   abbrev ? abbrev : "?", static_cast<double>(limit.count()) / 1000.0);
+      std::fprintf(stderr, "tlaunch: node process %s; killed\n",
+                   detail::stopped_cause(stop_signal, limit).c_str());
       std::fflush(stderr);
       ::kill(pid, SIGKILL);
       killed = true;

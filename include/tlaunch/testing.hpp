@@ -50,7 +50,13 @@ class test_launch {
     });
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return rt_ != nullptr || finished_; });
-    if (error_) std::rethrow_exception(error_);
+    if (error_) {
+      // The launch refused to start (bad options): no destructor runs after a throwing
+      // constructor, so the thread is joined here, not left joinable (std::terminate).
+      lk.unlock();
+      thread_.join();
+      std::rethrow_exception(error_);
+    }
   }
   ~test_launch() {
     stop();

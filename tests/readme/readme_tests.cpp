@@ -1,5 +1,7 @@
-// The README's "Questions a new user asks" section: each snippet here is the README's code,
-// compiled with the dev flags and run, so the README's statements stay true.
+// The README's snippets: "The program"'s services, "Calls", the test_launch example, "Launch
+// API", the programs of "Running on a cluster", "Restarts" and "Colocation", and the
+// "Questions a new user asks" section. Each is the README's code, compiled with the dev flags
+// and run, so the README's statements stay true.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -25,6 +27,15 @@
 
 namespace {
 
+// ---- README: the program (its service) ----
+struct Counter {  // a service: a plain class, coroutine or plain methods
+  std::int64_t total = 0;
+  asio::awaitable<std::int64_t> add(std::int64_t k) { co_return total += k; }
+  std::int64_t get() const { return total; }
+  using rpc = tlaunch::methods<&Counter::add, &Counter::get>;
+};
+// ---- end ----
+
 // ---- README: every replica of a node ----
 struct Worker {
   int weight;  // a constructor argument, the same for every replica
@@ -48,6 +59,30 @@ constexpr auto team = tlaunch::program(
     tlaunch::node<"worker", Worker>(10).replicas(4),
     tlaunch::node<"boss", Boss>(tlaunch::ref<"worker">));
 // ---- end ----
+
+// "Calls": the README's lines, in a method so that the test can check what each returned.
+struct Calls {
+  tlaunch::handle<Counter> counter;
+  tlaunch::handles<Worker> workers;
+  asio::awaitable<std::vector<std::int64_t>> make() {
+    using namespace std::chrono_literals;
+    // ---- README: calls ----
+    auto n = co_await counter.call<&Counter::add>(1);                   // value, or throws
+    auto n2 = co_await counter.call<&Counter::add>(tlaunch::call_options{.timeout = 100ms}, 1);
+    auto f = counter.async<&Counter::add>(1);                           // started now, many in flight
+    auto n3 = co_await f.async_wait();                                  // ... awaited later
+    std::vector<int> all = co_await workers.broadcast<&Worker::work>(7); // tlaunch::handles<Worker>
+    // ---- end ----
+    std::vector<std::int64_t> out{n, n2, n3};
+    out.insert(out.end(), all.begin(), all.end());
+    co_return out;
+  }
+  using rpc = tlaunch::methods<&Calls::make>;
+};
+
+constexpr auto calling = tlaunch::program(
+    tlaunch::node<"counter", Counter>(), tlaunch::node<"worker", Worker>(10).replicas(2),
+    tlaunch::node<"calls", Calls>(tlaunch::ref<"counter">, tlaunch::ref<"worker">));
 
 // ---- README: constructor arguments that are not refs ----
 struct Sampler {
@@ -225,9 +260,137 @@ constexpr auto players = tlaunch::program(
     tlaunch::node<"player", Player>(tlaunch::ref<"policy">).replicas(8));
 // ---- end ----
 
+// ---- README: running on a cluster, restarts, colocation (the programs) ----
+namespace cluster {
+struct Learner {
+  int ping() const { return 1; }
+  using rpc = tlaunch::methods<&Learner::ping>;
+};
+struct Actor {
+  tlaunch::handles<Learner> learner;
+};
+constexpr auto program = tlaunch::program(
+    tlaunch::node<"learner", Learner>()
+        .replicas(2)
+        .env("CUDA_VISIBLE_DEVICES", "{index}")              // "0" in learner/0, "1" in learner/1
+        .resources({.cpus = 2, .gpus = 1, .memory_mb = 4096}),
+    tlaunch::node<"actor", Actor>(tlaunch::ref<"learner">).replicas(16));
+}  // namespace cluster
+
+namespace restarts {
+struct Learner {
+  int ping() const { return 1; }
+  using rpc = tlaunch::methods<&Learner::ping>;
+};
+struct Actor {
+  tlaunch::handle<Learner> learner;
+  asio::awaitable<void> run(tlaunch::context&) { co_await learner.call<&Learner::ping>(); }
+};
+constexpr auto program = tlaunch::program(
+    tlaunch::node<"learner", Learner>(),
+    tlaunch::node<"actor", Actor>(tlaunch::ref<"learner">).replicas(8).restart(
+        {.max_restarts = 3, .window = std::chrono::seconds(60),
+         .backoff = std::chrono::milliseconds(100)}));
+}  // namespace restarts
+
+namespace colocation {
+struct Replay {
+  int ping() const { return 1; }
+  using rpc = tlaunch::methods<&Replay::ping>;
+};
+struct Learner {
+  tlaunch::handle<Replay> replay;
+  asio::awaitable<int> ping() {
+    int r = co_await replay.call<&Replay::ping>();
+    co_return r + 1;
+  }
+  using rpc = tlaunch::methods<&Learner::ping>;
+};
+struct Actor {
+  tlaunch::handle<Learner> learner;
+  asio::awaitable<void> run(tlaunch::context&) {
+    int n = co_await learner.call<&Learner::ping>();
+    if (n != 2) throw std::runtime_error("wrong answer");
+  }
+};
+constexpr auto program =
+    tlaunch::program(tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">),
+                     tlaunch::node<"replay", Replay>(),
+                     tlaunch::node<"actor", Actor>(tlaunch::ref<"learner">).replicas(8))
+        .colocate<"learner", "replay">()
+        .colocate<"actor/0", "actor/1">();
+}  // namespace colocation
+// ---- end ----
+
+struct Diverging {
+  asio::awaitable<void> run(tlaunch::context&) {
+    throw std::runtime_error(fmt::format("diverged (loss {:.1e})", 9.1e12));
+    co_return;
+  }
+};
+constexpr auto diverging = tlaunch::program(tlaunch::node<"trainer", Diverging>());
+
+// "Launch API": the README's lines, launching `program`.
+template <class Program>
+std::pair<int, std::string> launch_api(const Program& program) {
+  // ---- README: launch API ----
+  tlaunch::launch_options o;   // tlaunch::launch::options, what main fills from its flags
+  o.launch = "local_mp";       // or "local_mt" (the default); no other launcher
+  o.grace = std::chrono::seconds(3);
+  tlaunch::running_program run = tlaunch::start(program, o);  // returns at once
+  int code = run.wait();       // blocks: 0 stopped normally, 1 a node failed
+  std::string why = run.failure();  // "" or "node trainer/0 failed: diverged (loss 9.1e+12)"
+  // ---- end ----
+  return {code, why};
+}
+
 }  // namespace
 
 TEST_SUITE("readme") {
+  TEST_CASE("test_launch: typed handles by node name, sync calls from the test's thread") {
+    // ---- README: test_launch ----
+    constexpr auto counter_only = tlaunch::program(tlaunch::node<"counter", Counter>());
+    tlaunch::testing::test_launch t(counter_only);  // no producers adding meanwhile
+    CHECK(t.get<"counter">().sync<&Counter::add>(2) == 2);
+    t.stop();              // as ctx.stop_program(); t.wait() returns the exit code
+    // ---- end ----
+    CHECK(t.wait() == 0);
+  }
+
+  TEST_CASE("calls: call, call_options, async, sync from a plain thread, broadcast") {
+    for (bool wire : {false, true}) {
+      CAPTURE(wire);
+      tlaunch::launch::options o;
+      o.force_wire = wire;
+      tlaunch::testing::test_launch t(calling, o);
+      auto counter = t.get<"counter">();
+      CHECK(t.get<"calls">().sync<&Calls::make>() == std::vector<std::int64_t>{1, 2, 3, 70, 70});
+      auto n4 = counter.sync<&Counter::get>();                            // from a plain (non-io) thread
+      CHECK(n4 == 3);
+    }
+  }
+
+  TEST_CASE("the programs of Running on a cluster, Restarts and Colocation under local_mt") {
+    // local_mt refuses a per-node environment, naming the node; it ignores restart policies
+    // (with a warning) and colocation groups (every node already shares the process).
+    auto with_env = [] { tlaunch::testing::test_launch t(cluster::program); };
+    CHECK_THROWS_WITH_AS(with_env(), doctest::Contains("node 'learner' sets CUDA_VISIBLE_DEVICES"),
+                         tlaunch::launch_error);
+    tlaunch::testing::test_launch r(restarts::program);
+    CHECK(r.wait() == 0);
+    tlaunch::testing::test_launch c(colocation::program);
+    CHECK(c.wait() == 0);
+  }
+
+  TEST_CASE("launch API: tlaunch::start under local_mp, a failure named, the next start works") {
+    auto [failed, why] = launch_api(diverging);
+    CHECK(failed == 1);
+    CHECK(why == "node trainer/0 failed: diverged (loss 9.1e+12)");
+    auto [code, none] = launch_api(players);
+    CHECK(code == 0);
+    CHECK(none == "");
+  }
+
   TEST_CASE("handles<T>: index a replica, count them, broadcast to all") {
     tlaunch::testing::test_launch t(team);
     auto boss = t.get<"boss">();
@@ -252,6 +415,12 @@ TEST_SUITE("readme") {
     tlaunch::testing::test_launch t(team, o);
     // ---- end ----
     CHECK(t.get<"boss">().sync<&Boss::ask_all>(1) == std::vector<int>{10, 10});
+    // Options that do not fit the program are refused by the constructor.
+    o.replicas["boss"] = 1;
+    o.replicas["wroker"] = 2;
+    auto misspelt = [&] { tlaunch::testing::test_launch bad(team, o); };
+    CHECK_THROWS_WITH_AS(misspelt(), doctest::Contains("--replicas names node 'wroker'"),
+                         tlaunch::launch_error);
   }
 
   TEST_CASE("bytes from a std::vector<float>; a received one has no alignment guarantee") {

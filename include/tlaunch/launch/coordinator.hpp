@@ -187,6 +187,7 @@ class coordinator final : public rpc::connection_sink {
       terminal_->stop_watching();
       // The windows stay readable until the user closes the session, unless --terminal-close.
       if (opt_.terminal_close) terminal_->close();
+      terminal_->release();
     }
     return life_.exit_code();
   }

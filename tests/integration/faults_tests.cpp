@@ -323,6 +323,21 @@ TEST_SUITE("faults") {
     CHECK(it::node_pids(marker).empty());
   }
 
+  TEST_CASE("SIGTERM to one node: it stops by itself, and the launcher's report names the signal") {
+    auto marker = it::unique_marker("node-sigterm");
+    process p(faulty({"--launch=local_mp"}, {"idle"}, marker));
+    auto pids = started_nodes(p, marker);
+    auto at = p.out().find("[worker/0] ready pid=");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(::kill(static_cast<pid_t>(std::stol(p.out().substr(at + 21))), SIGTERM) == 0);
+    int code = p.wait_or_kill(15s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "node worker/0 failed: exited before the program stopped"));
+    CHECK(has(p.err(), "[launcher]   tlaunch: SIGTERM received: stopping"));  // its last output
+    CHECK(it::all_gone(pids, 3s));
+  }
+
   TEST_CASE("SIGINT before every node registered: nobody waits out the grace period") {
     // The workers register at once; target only after its constructor's 3 s. A stop in
     // between reaches workers whose run() never started: they exit at once, rather than

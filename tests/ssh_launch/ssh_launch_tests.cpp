@@ -378,6 +378,25 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached).empty());
   }
 
+  TEST_CASE("an agent killed mid-run: its nodes fail naming the agent and its signal, none is left") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=2"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 2));
+    auto pids = it::node_pids(cached);
+    auto w1 = it::node_pids(cached, "worker/1");
+    REQUIRE(w1.size() == 1);
+    long agent_pid = parent_of(w1[0]);
+    REQUIRE(has(it::cmdline(static_cast<pid_t>(agent_pid)), "--tlaunch-agent"));
+    REQUIRE(::kill(static_cast<pid_t>(agent_pid), SIGKILL) == 0);
+    int code = p.wait_or_kill(30s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "[launcher] node worker/1@" + h3() + " failed: its agent on " + h3() +
+                           " died (killed by signal SIGKILL)"));
+    CHECK(it::all_gone(pids, 10s));
+  }
+
   TEST_CASE("SIGKILL of the launcher: no node process is left on any host within seconds") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=4"},

@@ -306,6 +306,8 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
       agent_status = es;
       if (agent_status.ok())
         agent_status.unknown = "the agent on " + host + " ended before this node did";
+      else if (agent_status.cause.empty())  // the agent's end, not the node's own
+        agent_status.cause = "its agent on " + host + " died";
       for (auto& [id, n] : nodes) {
         if (n.exited) continue;
         // Its last words (a shell's "Permission denied", a lost connection) say why.

@@ -306,7 +306,9 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
       agent_status = es;
       if (agent_status.ok())
         agent_status.unknown = "the agent on " + host + " ended before this node did";
-      else if (agent_status.cause.empty())  // the agent's end, not the node's own
+      else if (agent_status.cause.empty() && (es.signal != 0 || !es.signal_name.empty()))
+        // A signal that ended the agent, not the node (an exit code of the agent's, a shell
+        // that cannot exec it, comes with its last lines).
         agent_status.cause = "its agent on " + host + " died";
       for (auto& [id, n] : nodes) {
         if (n.exited) continue;

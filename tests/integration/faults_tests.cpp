@@ -304,6 +304,40 @@ TEST_SUITE("faults") {
     }
   }
 
+  TEST_CASE("a signal while the program stops kills every node at once; its exit code is the signal's") {
+    // worker/1 stops the program, worker/0 ignores the stop: Ctrl-C cuts the 30 s grace
+    // period short, and the launcher does not report success with a node it had to kill.
+    auto marker = it::unique_marker("stopping-signal");
+    process p(faulty({"--launch=local_mp", "--grace=30"}, {"hang"}, marker));
+    REQUIRE(p.wait_for_output("ready pid=", 20s, 2));
+    REQUIRE(p.wait_for_output("ignoring the stop from now on", 20s));
+    std::this_thread::sleep_for(1s);  // the stop has begun: worker/1 asks 300 ms after ready
+    auto pids = it::node_pids(marker);
+    REQUIRE(!pids.empty());  // worker/0 at least
+    p.signal(SIGINT);
+    int code = p.wait_or_kill(15s);
+    CAPTURE(p.all());
+    CHECK(code == 128 + SIGINT);
+    CHECK(has(p.err(), "[launcher] interrupted while stopping: killing every node now"));
+    CHECK(it::all_gone(pids, 3s));
+    CHECK(it::node_pids(marker).empty());
+  }
+
+  TEST_CASE("SIGTERM to one node: it stops by itself, and the launcher's report names the signal") {
+    auto marker = it::unique_marker("node-sigterm");
+    process p(faulty({"--launch=local_mp"}, {"idle"}, marker));
+    auto pids = started_nodes(p, marker);
+    auto at = p.out().find("[worker/0] ready pid=");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(::kill(static_cast<pid_t>(std::stol(p.out().substr(at + 21))), SIGTERM) == 0);
+    int code = p.wait_or_kill(15s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "node worker/0 failed: exited before the program stopped"));
+    CHECK(has(p.err(), "[launcher]   tlaunch: SIGTERM received: stopping"));  // its last output
+    CHECK(it::all_gone(pids, 3s));
+  }
+
   TEST_CASE("SIGINT before every node registered: nobody waits out the grace period") {
     // The workers register at once; target only after its constructor's 3 s. A stop in
     // between reaches workers whose run() never started: they exit at once, rather than

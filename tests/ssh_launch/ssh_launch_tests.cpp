@@ -378,6 +378,25 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached).empty());
   }
 
+  TEST_CASE("an agent killed mid-run: its nodes fail naming the agent and its signal, none is left") {
+    const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
+    process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=2"},
+                         {"idle"}));
+    REQUIRE(p.wait_for_output("ready pid=", 60s, 2));
+    auto pids = it::node_pids(cached);
+    auto w1 = it::node_pids(cached, "worker/1");
+    REQUIRE(w1.size() == 1);
+    long agent_pid = parent_of(w1[0]);
+    REQUIRE(has(it::cmdline(static_cast<pid_t>(agent_pid)), "--tlaunch-agent"));
+    REQUIRE(::kill(static_cast<pid_t>(agent_pid), SIGKILL) == 0);
+    int code = p.wait_or_kill(30s);
+    CAPTURE(p.all());
+    CHECK(code == 1);
+    CHECK(has(p.err(), "[launcher] node worker/1@" + h3() + " failed: its agent on " + h3() +
+                           " died (killed by signal SIGKILL)"));
+    CHECK(it::all_gone(pids, 10s));
+  }
+
   TEST_CASE("SIGKILL of the launcher: no node process is left on any host within seconds") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     process p(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2(), h3()}, {"--replicas", "worker=4"},
@@ -648,7 +667,7 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::all_gone({static_cast<pid_t>(node), static_cast<pid_t>(watch)}, 10s));
   }
 
-  TEST_CASE("--terminal=tmux: a window per node shows its output; closing it stops all") {
+  TEST_CASE("--terminal=tmux: a window per node shows its output; closing it stops all; nothing outlives kill -9") {
     if (::access("/usr/bin/tmux", X_OK) != 0) {
       MESSAGE("skipped: no tmux");
       return;
@@ -702,6 +721,24 @@ TEST_SUITE("ssh_launch") {
     auto windows = it::run({"/usr/bin/tmux", "list-windows", "-t", ended, "-F", "#W"}, 10s);
     CHECK(windows.out == "worker/0\nworker/1\n");
     CHECK(it::run({"/usr/bin/tmux", "kill-session", "-t", ended}, 10s).code == 0);
+
+    // kill -9 of the launcher: the session (its windows' commands), the windows' files and
+    // the nodes are gone within seconds; the tmux server is no child of the launcher.
+    process k(ssh_launch(TLAUNCH_REMOTE_PROGRAM_EXE, {h2()}, {"--terminal=tmux"}, {"idle"}));
+    REQUIRE(k.wait_for_output("ready pid=", 60s, 1));
+    auto killed_pids = it::node_pids(cached_path(TLAUNCH_REMOTE_PROGRAM_EXE));
+    const std::string orphan = fmt::format("tlaunch-{}", k.pid());
+    REQUIRE(it::run({"/usr/bin/tmux", "has-session", "-t", "=" + orphan}, 10s).code == 0);
+    k.signal(SIGKILL);
+    CHECK(k.wait(5s) == 128 + SIGKILL);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = it::run({"/usr/bin/tmux", "has-session", "-t", "=" + orphan}, 10s).code != 0;
+      if (!gone) std::this_thread::sleep_for(100ms);
+    }
+    CHECK(gone);
+    CHECK(it::all_gone(killed_pids, 10s));
+    CHECK_FALSE(fs::exists(fs::temp_directory_path() / orphan));
     ::unsetenv("TMUX_TMPDIR");
   }
 

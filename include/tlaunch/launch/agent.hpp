@@ -306,6 +306,10 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
       agent_status = es;
       if (agent_status.ok())
         agent_status.unknown = "the agent on " + host + " ended before this node did";
+      else if (agent_status.cause.empty() && (es.signal != 0 || !es.signal_name.empty()))
+        // A signal that ended the agent, not the node (an exit code of the agent's, a shell
+        // that cannot exec it, comes with its last lines).
+        agent_status.cause = "its agent on " + host + " died";
       for (auto& [id, n] : nodes) {
         if (n.exited) continue;
         // Its last words (a shell's "Permission denied", a lost connection) say why.

@@ -187,6 +187,7 @@ class coordinator final : public rpc::connection_sink {
       terminal_->stop_watching();
       // The windows stay readable until the user closes the session, unless --terminal-close.
       if (opt_.terminal_close) terminal_->close();
+      terminal_->release();
     }
     return life_.exit_code();
   }
@@ -701,7 +702,13 @@ class coordinator final : public rpc::connection_sink {
   void on_signal(std::error_code ec, int sig) {
     if (ec) return;
     if (life_.stopping()) {
-      out_.print("launcher", stream::err, "second signal: killing every node now");
+      // A signal cuts the stop short (Ctrl-C twice, or once while a stop_program() or a
+      // failure waits out the grace period): the launcher exits 128 + sig, as local_mt
+      // does, unless a failure came first; not 0 with nodes that had to be killed.
+      out_.print("launcher", stream::err,
+                 fmt::format("{} while stopping: killing every node now",
+                             sig == SIGINT ? "interrupted" : "terminated"));
+      life_.interrupted(sig);
       for (auto& s : slots_)
         if (s.proc && !s.exited) s.proc->kill();
     } else {

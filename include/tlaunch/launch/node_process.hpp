@@ -14,6 +14,7 @@
 #include <asio/signal_set.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -286,8 +287,11 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
   }).detach();
 
   asio::signal_set signals(rt.io, SIGINT, SIGTERM);
-  signals.async_wait([&](std::error_code ec, int) {
-    if (!ec) begin_stop("signal");
+  signals.async_wait([&](std::error_code ec, int sig) {
+    if (ec) return;
+    // The launcher sees this process end by itself: its last output names the signal.
+    std::fprintf(stderr, "tlaunch: %s received: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    begin_stop("signal");
   });
 
   rt.start_threads();

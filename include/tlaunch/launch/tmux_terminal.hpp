@@ -6,11 +6,21 @@
 // and the windows stay readable until the user closes the session, or the launcher closes
 // it with --terminal-close). Closing the session while the program runs stops the program
 // (as SIGTERM would).
+//
+// Nothing of the session outlives a launcher that dies without ending the program (kill -9,
+// an uncaught SIGHUP or SIGQUIT): the tmux server is no child of the launcher, so no
+// PR_SET_PDEATHSIG reaches the windows. A small shell of its own (in a session of its own,
+// so a terminal's signals do not reach it) reads a stream whose only write end the launcher
+// holds (an anonymous socket pair, close-on-exec: neither tmux nor a node process gets it); the launcher writes
+// "end" on it when the program has ended (release()), and an EOF without it, which the
+// kernel delivers whatever way the launcher died, makes the shell remove the windows' files
+// and kill the session. No polling, no PID that could be reused.
 #pragma once
 
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,8 +61,24 @@ class tmux_terminal {
   tmux_terminal& operator=(const tmux_terminal&) = delete;
   ~tmux_terminal() {
     stop_watching();
+    release();  // a launcher that ends this way has ended its program
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);  // each window's tail keeps its file open
+  }
+
+  // The program has ended: the session stays (until the user closes it, or close()) after
+  // the launcher exits. Without this call, the launcher's death closes the session.
+  void release() {
+    if (guard_fd_ < 0) return;
+    static const char end[] = "end\n";
+    // MSG_NOSIGNAL: a guard that is gone already costs no SIGPIPE.
+    while (::send(guard_fd_, end, sizeof end - 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+    ::close(guard_fd_);
+    guard_fd_ = -1;
+    int st = 0;
+    while (::waitpid(guard_pid_, &st, 0) < 0 && errno == EINTR) {
+    }
   }
 
   // No more on_closed calls once this returns (the program has ended).
@@ -81,6 +107,7 @@ class tmux_terminal {
     if (!started_) {
       run({"tmux", "new-session", "-d", "-s", name_, "-n", window, "-x", "200", "-y", "50", follow});
       started_ = true;
+      guard();
     } else {
       run({"tmux", "new-window", "-d", "-t", "=" + name_ + ":", "-n", window, follow});
     }
@@ -120,6 +147,47 @@ class tmux_terminal {
         out += c;
     }
     return out + "'";
+  }
+
+  // Starts the shell that closes the session when the launcher dies (see the top).
+  void guard() {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      std::string why = "--terminal=tmux: socketpair: ";
+      why += std::strerror(errno);
+      throw launch_error(why);
+    }
+    const std::string script =
+        "if ! read -r x || [ \"$x\" != end ]; then\n"
+        "  rm -rf -- \"$2\"; tmux kill-session -t \"=$1\"\n"
+        "fi";
+    const std::string dir = dir_.string();
+    std::vector<char*> args{const_cast<char*>("sh"), const_cast<char*>("-c"),
+                            const_cast<char*>(script.c_str()), const_cast<char*>("sh"),
+                            const_cast<char*>(name_.c_str()), const_cast<char*>(dir.c_str()),
+                            nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[0], 0);  // dup2 leaves close-on-exec off
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+    pid_t pid = -1;
+    int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &at, args.data(), environ);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[0]);
+    if (rc != 0) {
+      ::close(fds[1]);
+      close();
+      std::string why = "--terminal=tmux: cannot run /bin/sh: ";
+      why += std::strerror(rc);
+      throw launch_error(why);
+    }
+    guard_fd_ = fds[1];
+    guard_pid_ = pid;
   }
 
   // Runs tmux and waits for it; its exit code (127 when it cannot run and !check). Throws
@@ -162,6 +230,8 @@ class tmux_terminal {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<std::ofstream>> files_;
   bool started_ = false;
+  int guard_fd_ = -1;     // the launcher's end of the guard's stream (see the top)
+  pid_t guard_pid_ = -1;  // the guard's shell
   std::atomic<bool> stop_watch_{false};
   std::thread watcher_;
 };

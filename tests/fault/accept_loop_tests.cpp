@@ -95,7 +95,9 @@ long status_kb(pid_t pid, std::string_view field) {
 // The node: a process of its own with its stderr in a file.
 class node_process {
  public:
-  node_process(tlaunch::detail::runtime_options ro, rlim_t nofile = 0) {
+  // nofile: its RLIMIT_NOFILE; more_address_space: its RLIMIT_AS is that much above its size.
+  node_process(tlaunch::detail::runtime_options ro, rlim_t nofile = 0,
+               rlim_t more_address_space = 0) {
     err_path_ = (std::filesystem::temp_directory_path() /
                  ("tlaunch-fault-" + std::to_string(::getpid()) + "-" + std::to_string(++serial_)))
                     .string();
@@ -111,6 +113,11 @@ class node_process {
       if (nofile) {
         rlimit r{nofile, nofile};
         ::setrlimit(RLIMIT_NOFILE, &r);
+      }
+      if (more_address_space) {
+        rlim_t v = static_cast<rlim_t>(status_kb(::getpid(), "VmSize")) * 1024 + more_address_space;
+        rlimit r{v, v};
+        ::setrlimit(RLIMIT_AS, &r);
       }
       tlaunch::detail::runtime rt(tlaunch::detail::describe(prog, {}), ro, secret, "echo/0");
       std::string addr = rt.listen("127.0.0.1");
@@ -650,5 +657,31 @@ TEST_SUITE("accept_loop") {
     CHECK(count(err, "bad registration for instance #5: the program has 1 instances") == 1);
     CHECK(count(err, "bad registration for instance #0 (echo/0): it is registered already") == 1);
     CHECK(count(err, "malformed control frame: unknown fault 77") == 1);
+  }
+
+  TEST_CASE("a frame that memory cannot hold closes that connection, not the process") {
+    if (!TLAUNCH_TEST_MEMORY_BOUND) return;  // sanitizers map terabytes: no RLIMIT_AS for them
+    tlaunch::detail::runtime_options ro;
+    ro.threads = 1;
+    // Room for its io thread and two 200 MiB frames' buffers, not for four.
+    node_process node(ro, 0, rlim_t{600} << 20);
+    real_peer peer(node.address());
+    REQUIRE(peer.call(1) == 2);
+    std::vector<std::unique_ptr<raw_peer>> big;
+    for (int i = 0; i < 4; ++i) {
+      big.push_back(std::make_unique<raw_peer>(node.port()));
+      auto h = frame_of({.type = wire::kind::call, .target = 0, .call_id = 1,
+                         .method = tlaunch::detail::method_id<&Echo::twice>()});
+      wire::detail::put32(reinterpret_cast<unsigned char*>(h.data()), 200u << 20);
+      std::vector<char> some(100000, 'x');
+      h.insert(h.end(), some.begin(), some.end());
+      big.back()->send(h);
+    }
+    CHECK(node.wait_for_err("no memory for a frame of 209715232 bytes"));
+    CHECK(::waitpid(node.pid(), nullptr, WNOHANG) == 0);
+    CHECK(peer.call(5) == 10);
+    const std::string err = node.err();
+    CAPTURE(err);
+    CHECK(count(err, "closing connection from raw: no memory for a frame") == 1);
   }
 }

@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -1352,7 +1353,18 @@ TLAUNCH_DECL bool connection::handle_plain(std::size_t n) {
     }
     if (got == frame_reader::status::partial) {
       complete_replies(replies);
-      reader_.make_room(ready);
+      try {
+        reader_.make_room(ready);
+      } catch (const std::bad_alloc&) {
+        // A frame within --max-frame that memory cannot hold (RLIMIT_AS, strict
+        // overcommit): that connection goes, not the process.
+        std::string problem = "no memory for a frame of " +
+                              std::to_string(reader_.partial_frame_size()) + " bytes";
+        log_bad_peer("no memory for a frame",
+                     "closing connection from " + peer_name() + ": " + problem);
+        read_stopped(problem);
+        return false;
+      }
     }
     break;
   }

@@ -27,13 +27,17 @@
 #include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <tlaunch/tlaunch.hpp>
+#include <tlaunch/launch/coordinator.hpp>
+#include <tlaunch/launch/local_child.hpp>
 #include <tlaunch/wire/frame.hpp>
+#include <tlaunch/wire/hello.hpp>
 
 using namespace std::chrono_literals;
 namespace wire = tlaunch::wire;
@@ -91,7 +95,9 @@ long status_kb(pid_t pid, std::string_view field) {
 // The node: a process of its own with its stderr in a file.
 class node_process {
  public:
-  node_process(tlaunch::detail::runtime_options ro, rlim_t nofile = 0) {
+  // nofile: its RLIMIT_NOFILE; more_address_space: its RLIMIT_AS is that much above its size.
+  node_process(tlaunch::detail::runtime_options ro, rlim_t nofile = 0,
+               rlim_t more_address_space = 0) {
     err_path_ = (std::filesystem::temp_directory_path() /
                  ("tlaunch-fault-" + std::to_string(::getpid()) + "-" + std::to_string(++serial_)))
                     .string();
@@ -107,6 +113,11 @@ class node_process {
       if (nofile) {
         rlimit r{nofile, nofile};
         ::setrlimit(RLIMIT_NOFILE, &r);
+      }
+      if (more_address_space) {
+        rlim_t v = static_cast<rlim_t>(status_kb(::getpid(), "VmSize")) * 1024 + more_address_space;
+        rlimit r{v, v};
+        ::setrlimit(RLIMIT_AS, &r);
       }
       tlaunch::detail::runtime rt(tlaunch::detail::describe(prog, {}), ro, secret, "echo/0");
       std::string addr = rt.listen("127.0.0.1");
@@ -199,6 +210,109 @@ bool closed_within(int fd, std::chrono::milliseconds limit) {
   return false;
 }
 
+
+// A peer that holds the launch secret but speaks raw frames: it completes the
+// hello exchange, then sends what the test wants and reads only when told to.
+class raw_peer {
+ public:
+  explicit raw_peer(int port, int rcvbuf = 0) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    if (rcvbuf) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    wire::hello h;
+    auto nonce = tlaunch::detail::random_secret();
+    std::copy_n(nonce.begin(), h.nonce.size(), h.nonce.begin());
+    h.build_id = tlaunch::detail::self_build_id();
+    h.name = "raw";
+    wire::frame_buffer f;
+    wire::encode_hello(f, h);
+    send(f.bytes());
+    auto r = read_frame();
+    REQUIRE(r.has_value());
+    std::string problem;
+    auto reply = wire::decode_hello({r->second.data(), r->second.size()}, problem);
+    REQUIRE(reply.has_value());
+    auto proof = wire::secret_proof(secret, "connector", reply->nonce, h.nonce);
+    wire::frame_buffer auth;
+    auth.append(proof.data(), proof.size());
+    auth.seal({.type = wire::kind::auth});
+    send(auth.bytes());
+  }
+  ~raw_peer() { ::close(fd_); }
+  raw_peer(const raw_peer&) = delete;
+  raw_peer& operator=(const raw_peer&) = delete;
+
+  // Sends what the peer takes; stops when it closes or takes nothing for `stall`.
+  std::size_t send(std::span<const char> b, std::chrono::milliseconds stall = 5000ms) {
+    std::size_t sent = 0;
+    auto until = std::chrono::steady_clock::now() + stall;
+    while (!b.empty() && std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLOUT, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      if (n <= 0) break;
+      b = b.subspan(static_cast<std::size_t>(n));
+      sent += static_cast<std::size_t>(n);
+      until = std::chrono::steady_clock::now() + stall;
+    }
+    return sent;
+  }
+  void send(const std::vector<char>& b) { send(std::span<const char>(b.data(), b.size())); }
+  // The next whole frame, or nothing on EOF, reset or 5 s of silence.
+  std::optional<std::pair<wire::frame_header, std::string>> read_frame() {
+    char h[wire::header_size];
+    if (!read_exact(h, sizeof h)) return std::nullopt;
+    auto check = wire::decode_header(h, 1u << 20);
+    if (!check.problem.empty()) return std::nullopt;
+    std::string payload(check.header.size, '\0');
+    if (!read_exact(payload.data(), payload.size())) return std::nullopt;
+    return std::pair{check.header, payload};
+  }
+  int fd() const { return fd_; }
+
+ private:
+  bool read_exact(char* p, std::size_t n) {
+    while (n > 0) {
+      pollfd q{fd_, POLLIN, 0};
+      if (::poll(&q, 1, 5000) <= 0) return false;
+      ssize_t r = ::recv(fd_, p, n, 0);
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<std::size_t>(r);
+    }
+    return true;
+  }
+  int fd_ = -1;
+};
+
+// One frame's bytes: a header of kind k (call id `id`) and the serialized values.
+template <class... V>
+std::vector<char> frame_of(wire::frame_header h, const V&... v) {
+  wire::frame_buffer f;
+  if constexpr (sizeof...(V) > 0) wire::serialize_into(f, v...);
+  f.seal(h);
+  auto b = f.bytes();
+  return {b.begin(), b.end()};
+}
+
+// n calls twice(3) to instance 0, call ids 1..n, side by side.
+std::vector<char> twice_calls(std::size_t n) {
+  auto one = frame_of({.type = wire::kind::call, .target = 0, .call_id = 1,
+                       .method = tlaunch::detail::method_id<&Echo::twice>()},
+                      int{3});
+  std::vector<char> out(one.size() * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(out.data() + i * one.size(), one.data(), one.size());
+    wire::store_call_id(out.data() + i * one.size(), i + 1);
+  }
+  return out;
+}
 }  // namespace
 
 TEST_SUITE("accept_loop") {
@@ -372,5 +486,202 @@ TEST_SUITE("tls") {
       real_peer plain(node.address());
       CHECK(plain.call(7) == 14);
     }
+  }
+}
+
+// Peers that hold the launch secret but misbehave (a node with a bug, or compromised).
+TEST_SUITE("accept_loop") {
+  TEST_CASE("a peer with the secret that never reads its replies is closed at the unsent limit") {
+    tlaunch::detail::runtime_options ro;
+    ro.threads = 1;
+    ro.max_frame = 65536;  // the unsent limit is then its floor, 64 MiB
+    node_process node(ro);
+    real_peer peer(node.address());
+    REQUIRE(peer.call(1) == 2);
+    const long rss_before = status_kb(node.pid(), "VmRSS");
+
+    // 2.2 million calls (80 MB), replies (36 bytes each) never read.
+    raw_peer greedy(node.port(), 4096);
+    auto calls = twice_calls(2200000);
+    std::size_t sent = greedy.send(std::span<const char>(calls.data(), calls.size()));
+    CHECK(closed_within(greedy.fd(), 5s));
+    CHECK(node.wait_for_err("does not read what it is sent"));
+    const long rss_peak_growth = status_kb(node.pid(), "VmHWM") - rss_before;
+    std::printf("sent %zu MB of calls, replies unread: node VmRSS before %ld kB, peak growth %ld kB\n",
+                sent >> 20, rss_before, rss_peak_growth);
+    // The queued replies (64 MiB at most) and the read buffer; without the limit, every
+    // reply stays queued (measured: 144 MB of calls grew the node by 141 MB).
+    if (TLAUNCH_TEST_MEMORY_BOUND) CHECK(rss_peak_growth < 100 * 1024);
+    CHECK(peer.call(5) == 10);
+    {
+      real_peer fresh(node.address());
+      CHECK(fresh.call(7) == 14);
+    }
+    const std::string err = node.err();
+    CAPTURE(err);
+    CHECK(count(err, "closing connection to raw: raw does not read what it is sent: ") == 1);
+    CHECK(count(err, "more than the limit of 64 MiB") == 1);
+  }
+
+  TEST_CASE("frames a node never expects are ignored, logged once, and the connection serves on") {
+    tlaunch::detail::runtime_options ro;
+    ro.threads = 1;
+    node_process node(ro);
+    raw_peer odd(node.port());
+    std::vector<char> all;
+    auto add = [&all](std::vector<char> f) { all.insert(all.end(), f.begin(), f.end()); };
+    for (std::uint64_t i = 0; i < 1000; ++i) {
+      // Replies and cancels for calls never made, heartbeats, and the coordinator's frames.
+      add(frame_of({.type = wire::kind::reply, .call_id = 1000 + i}, int{1}));
+      add(frame_of({.type = wire::kind::error_reply, .call_id = 1000 + i}, std::uint8_t{1},
+                   std::string("no")));
+      add(frame_of({.type = wire::kind::cancel, .call_id = 1000 + i}));
+      add(frame_of({.type = wire::kind::ping}));
+      add(frame_of({.type = wire::kind::reg}, std::uint32_t{0}, std::string("x:1"), std::int64_t{1}));
+      add(frame_of({.type = wire::kind::stop}));
+      add(frame_of({.type = wire::kind::node_failed}, std::string("fake"), std::uint8_t{1}));
+      // A call to an instance this process does not host, and to no method.
+      add(frame_of({.type = wire::kind::call, .target = 9, .call_id = 1 + i,
+                    .method = tlaunch::detail::method_id<&Echo::twice>()},
+                   int{1}));
+      add(frame_of({.type = wire::kind::call, .target = 0, .call_id = 100000 + i, .method = 77},
+                   int{1}));
+    }
+    odd.send(all);
+    // 2000 error replies, then the good call's reply on the same connection.
+    odd.send(frame_of({.type = wire::kind::call, .target = 0, .call_id = 5,
+                       .method = tlaunch::detail::method_id<&Echo::twice>()},
+                      int{21}));
+    int errors = 0;
+    std::optional<std::pair<wire::frame_header, std::string>> f;
+    while ((f = odd.read_frame()) && f->first.type == wire::kind::error_reply) ++errors;
+    CHECK(errors == 2000);
+    REQUIRE(f.has_value());
+    CHECK(f->first.type == wire::kind::reply);
+    CHECK(f->first.call_id == 5);
+    int result = 0;
+    wire::deserialize_from(std::span<const char>(f->second.data(), f->second.size()), result);
+    CHECK(result == 42);
+    CHECK(::kill(node.pid(), 0) == 0);
+    const std::string err = node.err();
+    CAPTURE(err);
+    // 3000 control frames, one line (more within 10 s are counted, not printed).
+    CHECK(count(err, "unexpected control frame") == 1);
+    CHECK(count(err, "\n") < 4);
+  }
+
+  TEST_CASE("the launcher's port: a peer with the secret that registers wrongly is closed and named") {
+    const std::string err_path = (std::filesystem::temp_directory_path() /
+                                  ("tlaunch-coord-" + std::to_string(::getpid())))
+                                     .string();
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      // The coordinator of a program with one instance, echo/0, whose "process" is cat:
+      // the test's raw peers play the node.
+      ::close(fds[0]);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(err, 1);
+      ::dup2(err, 2);
+      tlaunch::launch::options o;
+      tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
+      tlaunch::launch::coordinator coord(tlaunch::detail::describe(prog, {}), o, out);
+      coord.use_secret(secret);
+      std::string port = std::to_string(coord.listen("127.0.0.1")) + "\n";
+      if (::write(fds[1], port.data(), port.size()) < 0) ::_exit(1);
+      int code = coord.run({{0, "echo/0", ""}}, [](const tlaunch::launch::placement&,
+                                                   std::uint16_t, const std::vector<std::string>&,
+                                                   tlaunch::launch::child_callbacks cb) {
+        return tlaunch::launch::start_local_child({"/bin/cat"}, std::move(cb), {});
+      });
+      std::fprintf(stderr, "coordinator exit code %d\n", code);
+      std::fflush(stderr);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    char buf[32];
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    ::close(fds[0]);
+    REQUIRE(n > 0);
+    const int port = std::stoi(std::string(buf, static_cast<std::size_t>(n)));
+    auto reg = [](std::uint32_t flat) {
+      return frame_of({.type = wire::kind::reg}, flat, std::string("127.0.0.1:1"), std::int64_t{1});
+    };
+    {
+      INFO("an instance the program does not have");
+      raw_peer p(port);
+      p.send(reg(5));
+      CHECK(closed_within(p.fd(), 5s));
+    }
+    {
+      INFO("reports from a connection that registered nothing are ignored; a bad one closes it");
+      raw_peer p(port);
+      p.send(frame_of({.type = wire::kind::node_failed}, std::string("fake"), std::uint8_t{1}));
+      p.send(frame_of({.type = wire::kind::stop_request}));
+      CHECK_FALSE(closed_within(p.fd(), 300ms));
+      p.send(frame_of({.type = wire::kind::node_failed}, std::string("fake"), std::uint8_t{77}));
+      CHECK(closed_within(p.fd(), 5s));
+    }
+    raw_peer node(port);
+    node.send(reg(0));
+    auto dir = node.read_frame();
+    REQUIRE(dir.has_value());
+    CHECK(dir->first.type == wire::kind::directory);
+    {
+      INFO("an instance registered already");
+      raw_peer p(port);
+      p.send(reg(0));
+      CHECK(closed_within(p.fd(), 5s));
+    }
+    // A call (the launcher hosts no nodes) and frames a launcher never expects.
+    node.send(frame_of({.type = wire::kind::call, .target = 0, .call_id = 1, .method = 1}));
+    node.send(frame_of({.type = wire::kind::stop}));
+    node.send(frame_of({.type = wire::kind::reply, .call_id = 9}));
+    auto r = node.read_frame();
+    REQUIRE(r.has_value());
+    CHECK(r->first.type == wire::kind::error_reply);
+    CHECK(::waitpid(pid, nullptr, WNOHANG) == 0);  // the launcher runs on
+    // The program still ends as its node asks.
+    node.send(frame_of({.type = wire::kind::stop_request}));
+    int status = 0;
+    for (int i = 0; i < 200 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(50ms);
+    const std::string err = slurp(err_path);
+    std::filesystem::remove(err_path);
+    CAPTURE(err);
+    CHECK(WIFEXITED(status));
+    CHECK(count(err, "coordinator exit code 0") == 1);
+    CHECK(count(err, "bad registration for instance #5: the program has 1 instances") == 1);
+    CHECK(count(err, "bad registration for instance #0 (echo/0): it is registered already") == 1);
+    CHECK(count(err, "malformed control frame: unknown fault 77") == 1);
+  }
+
+  TEST_CASE("a frame that memory cannot hold closes that connection, not the process") {
+    if (!TLAUNCH_TEST_MEMORY_BOUND) return;  // sanitizers map terabytes: no RLIMIT_AS for them
+    tlaunch::detail::runtime_options ro;
+    ro.threads = 1;
+    // Room for its io thread and two 200 MiB frames' buffers, not for four.
+    node_process node(ro, 0, rlim_t{600} << 20);
+    real_peer peer(node.address());
+    REQUIRE(peer.call(1) == 2);
+    std::vector<std::unique_ptr<raw_peer>> big;
+    for (int i = 0; i < 4; ++i) {
+      big.push_back(std::make_unique<raw_peer>(node.port()));
+      auto h = frame_of({.type = wire::kind::call, .target = 0, .call_id = 1,
+                         .method = tlaunch::detail::method_id<&Echo::twice>()});
+      wire::detail::put32(reinterpret_cast<unsigned char*>(h.data()), 200u << 20);
+      std::vector<char> some(100000, 'x');
+      h.insert(h.end(), some.begin(), some.end());
+      big.back()->send(h);
+    }
+    CHECK(node.wait_for_err("no memory for a frame of 209715232 bytes"));
+    CHECK(::waitpid(node.pid(), nullptr, WNOHANG) == 0);
+    CHECK(peer.call(5) == 10);
+    const std::string err = node.err();
+    CAPTURE(err);
+    CHECK(count(err, "closing connection from raw: no memory for a frame") == 1);
   }
 }

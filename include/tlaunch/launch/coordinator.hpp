@@ -218,7 +218,9 @@ class coordinator final : public rpc::connection_sink {
           throw std::runtime_error("unknown fault " + std::to_string(f));
       }
     } catch (const std::exception& e) {
-      c->close(std::string("malformed control frame: ") + e.what());
+      std::string why = std::string("malformed control frame: ") + e.what();
+      log_bad_peer("malformed control frame", "closing connection from " + c->peer_name() + ": " + why);
+      c->close(why);
       return;
     }
     asio::post(io_, [this, c, type = h.type, flat, address, pid, text, f] {
@@ -254,6 +256,10 @@ class coordinator final : public rpc::connection_sink {
     });
   }
   void log(const std::string& m) override { out_.print("launcher", stream::err, m); }
+  // Rate-limited, as every line about peers that misbehave (README, "bad peers").
+  void log_bad_peer(std::string_view reason, const std::string& line) {
+    if (auto l = cfg_->bad_peer_log->admit(reason, line)) log(*l);
+  }
 
   int exit_code() const { return life_.exit_code(); }
   std::optional<failure_report> failure() const { return life_.failure(); }
@@ -479,7 +485,13 @@ class coordinator final : public rpc::connection_sink {
       if (x.conn == c) s = &x;
     if (type == wire::kind::reg) {
       if (flat >= slots_.size() || !slots_[flat].address.empty()) {
-        c->close("bad registration for instance #" + std::to_string(flat));
+        const bool unknown = flat >= slots_.size();
+        std::string why = "bad registration for instance #" + std::to_string(flat);
+        why += unknown ? ": the program has " + std::to_string(slots_.size()) + " instances"
+                       : " (" + slots_[flat].id + "): it is registered already";
+        log_bad_peer(unknown ? "registration of an unknown instance" : "second registration",
+                     "closing connection from " + c->peer_name() + ": " + why);
+        c->close(why);
         return;
       }
       slots_[flat].conn = c;

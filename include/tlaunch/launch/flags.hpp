@@ -163,7 +163,9 @@ Launch:
                            node process instead of forking it from a copy of the
                            process made at start-up
   --force-wire             local_mt: calls between nodes go over TCP (for tests)
-  --max-frame=BYTES        largest frame accepted on a connection (default 268435456)
+  --max-frame=BYTES        largest frame accepted on a connection (default 268435456);
+                           a connection whose peer leaves 4 times as much (at least
+                           64 MiB) unread is closed
   --handshake-timeout=SECONDS  an accepted connection that has not completed its hello
                            exchange by then is closed (default 5; 0: no deadline)
   --max-unauthenticated=N  accepted connections that may be in their hello

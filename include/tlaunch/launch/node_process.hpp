@@ -225,6 +225,8 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
       rt.set_directory(std::move(addrs));
       rt.start_runs();
     } else if (h.type == wire::kind::stop) {
+      // Only the coordinator stops a node: a peer's stop frame is ignored.
+      if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
       begin_stop("stopped by the coordinator");
     }
   };

@@ -23,6 +23,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -101,6 +103,12 @@ struct connection_config : hello_identity {
   // receiver that does not read keeps acknowledging the sender's window probes: only dead
   // hosts, cut links and partitions are noticed, never a busy process.
   std::chrono::milliseconds liveness{1000};
+  // What a peer that does not read may cost: a connection on which a reply or control
+  // frame is queued while more than this many bytes wait unsent is closed: four times
+  // max_frame, at least 64 MiB (see README, "bad peers").
+  std::uint64_t unsent_limit() const {
+    return std::max<std::uint64_t>(std::uint64_t{64} << 20, std::uint64_t{4} * max_frame);
+  }
   // --tls: every connection runs TLS (rpc/tls.hpp) under the hello exchange; null: off.
   // Both sides of a connection must agree; one that does not is refused, named.
   std::shared_ptr<const tls_context> tls;
@@ -203,6 +211,10 @@ class connection : public std::enable_shared_from_this<connection> {
   static void log_bad_peer(const connection_config& cfg, connection_sink& sink,
                            std::string_view reason, const std::string& line);
   void log_bad_peer(std::string_view reason, const std::string& line);
+  // After a reply or control frame was queued: closes the connection when the peer
+  // has left more than cfg_->unsent_limit() bytes unread (returns true then; lk is
+  // released). Without it, a peer that calls and never reads makes us grow without bound.
+  bool close_if_unread_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk);
 
   // Closes an accepted connection unless its hello exchange completes in time.
   // Only the acceptor's: a connector may wait long and rightly for a busy
@@ -549,7 +561,28 @@ TLAUNCH_DECL void connection::send(wire::frame_buffer&& f) {
   std::unique_lock lk(mu_);
   if (closed_) return;
   out_.push(std::move(f));
+  if (close_if_unread_locked(lk)) [[unlikely]]
+    return;
   kick_locked(lk);
+}
+
+TLAUNCH_DECL bool connection::close_if_unread_locked(
+    std::unique_lock<tlaunch::detail::fast_mutex>& lk) {
+  const std::uint64_t unsent = pre_.pushed() + out_.pushed() - writer_.written();
+  const std::uint64_t limit = cfg_->unsent_limit();
+  if (unsent <= limit) [[likely]]
+    return false;
+  const std::string peer = peer_name_locked();
+  std::string why = peer;
+  why += " does not read what it is sent: ";
+  why += std::to_string(unsent >> 20);
+  why += " MiB of frames wait unsent, more than the limit of ";
+  why += std::to_string(limit >> 20);
+  why += " MiB (4 x --max-frame, at least 64 MiB)";
+  close_locked(lk, why);
+  lk.unlock();
+  log_bad_peer("unread output", "closing connection to " + peer + ": " + why);
+  return true;
 }
 
 TLAUNCH_DECL void connection::send_reply(std::span<char> frame, wire::frame_header h) {
@@ -951,6 +984,8 @@ TLAUNCH_DECL void connection::send_bytes(std::span<const char> bytes) {
   std::unique_lock lk(mu_);
   if (closed_) return;
   out_.push_bytes(bytes);
+  if (close_if_unread_locked(lk)) [[unlikely]]
+    return;
   kick_locked(lk);
 }
 
@@ -1318,7 +1353,18 @@ TLAUNCH_DECL bool connection::handle_plain(std::size_t n) {
     }
     if (got == frame_reader::status::partial) {
       complete_replies(replies);
-      reader_.make_room(ready);
+      try {
+        reader_.make_room(ready);
+      } catch (const std::bad_alloc&) {
+        // A frame within --max-frame that memory cannot hold (RLIMIT_AS, strict
+        // overcommit): that connection goes, not the process.
+        std::string problem = "no memory for a frame of " +
+                              std::to_string(reader_.partial_frame_size()) + " bytes";
+        log_bad_peer("no memory for a frame",
+                     "closing connection from " + peer_name() + ": " + problem);
+        read_stopped(problem);
+        return false;
+      }
     }
     break;
   }

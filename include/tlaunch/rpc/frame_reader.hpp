@@ -95,6 +95,9 @@ class frame_reader {
       reserve(total);
   }
 
+  // After next() said partial: the bytes of that frame, header included.
+  std::size_t partial_frame_size() const { return wire::header_size + partial_; }
+
   // Whether reads go to a large frame's own buffer, and whether it is whole.
   bool in_big_frame() const { return big_ != nullptr; }
   bool big_frame_done() const { return big_ && big_fill_ == big_total_; }

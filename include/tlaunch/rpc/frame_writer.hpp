@@ -4,6 +4,8 @@
 // buffers of the next write, however much of it the socket took last time.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -26,13 +28,16 @@ class frame_queue {
   void push(wire::frame_buffer&& f) {
     auto bytes = f.bytes();
     if (!f.has_externals() && bytes.size() <= small_frame && append_to_tail(bytes)) {
+      pushed_ += bytes.size();
       wire::recycle(f.release());
       return;
     }
     frames_.push_back(f.release());
+    pushed_ += frames_.back().size();
   }
   // Queues a copy of whole frames' bytes (a frame built on the stack).
   void push_bytes(std::span<const char> bytes) {
+    pushed_ += bytes.size();
     if (append_to_tail(bytes)) return;
     wire::outgoing_frame f{wire::detail::take_spare_buffer(), {}};
     f.inline_bytes.resize(bytes.size());
@@ -40,11 +45,16 @@ class frame_queue {
     frames_.push_back(std::move(f));
   }
   // Queues a frame as it is, never merged (handshake frames).
-  void push_whole(wire::frame_buffer&& f) { frames_.push_back(f.release()); }
+  void push_whole(wire::frame_buffer&& f) {
+    frames_.push_back(f.release());
+    pushed_ += frames_.back().size();
+  }
 
   bool empty() const { return frames_.empty(); }
   void clear() { frames_.clear(); }
   std::vector<wire::outgoing_frame>& frames() { return frames_; }
+  // Bytes of every frame ever pushed (the connection compares it with what was written).
+  std::uint64_t pushed() const { return pushed_; }
 
  private:
   // Appends a small frame's bytes to the last queued frame when it has room.
@@ -60,6 +70,7 @@ class frame_queue {
   }
 
   std::vector<wire::outgoing_frame> frames_;
+  std::uint64_t pushed_ = 0;
 };
 
 class frame_writer {
@@ -124,8 +135,12 @@ class frame_writer {
     return gather_;
   }
 
+  // Bytes the socket has taken so far; readable from any thread (a lower bound).
+  std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
+
   // The socket took n bytes of the last gather().
   void advance(std::size_t n) {
+    written_.store(written_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     while (n > 0 && index_ < batch_.size()) {
       std::size_t left = batch_[index_].size() - offset_;
       if (n >= left) {
@@ -144,6 +159,7 @@ class frame_writer {
   std::size_t index_ = 0, offset_ = 0;
   std::vector<asio::const_buffer> gather_;
   wire::byte_vector coalesce_;  // small pieces of the write in flight, side by side
+  std::atomic<std::uint64_t> written_{0};  // only the writer changes it
 };
 
 }  // namespace tlaunch::rpc

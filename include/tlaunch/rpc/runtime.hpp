@@ -550,10 +550,11 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
 
 TLAUNCH_DECL void runtime::on_control(const std::shared_ptr<rpc::connection>& c,
                                       const wire::frame_header& h, std::span<const char> payload) {
-  if (control)
-    control(c, h, payload);
-  else
-    log("unexpected control frame from " + c->peer_name());
+  if (control) return control(c, h, payload);
+  // Rate-limited: a peer sending them in a loop must not fill the log.
+  std::string line = "unexpected control frame (kind " +
+                     std::to_string(static_cast<unsigned>(h.type)) + ") from " + c->peer_name();
+  if (auto l = cfg_->bad_peer_log->admit("unexpected control frame", line)) log(*l);
 }
 
 TLAUNCH_DECL void runtime::on_ready(const std::shared_ptr<rpc::connection>& c) {

@@ -129,6 +129,13 @@ void report_call() {
   }
 }
 
+struct future_access {
+  template <class R>
+  static future<R> make(std::shared_ptr<future_state<R>> s) {
+    return future<R>(std::move(s));
+  }
+};
+
 }  // namespace detail
 
 // A call in flight, started by handle::async. Await it with
@@ -160,11 +167,137 @@ class future {
   }
 
  private:
-  template <class S>
-  friend class handle;
+  friend struct detail::future_access;
   explicit future(std::shared_ptr<detail::future_state<R>> s) : s_(std::move(s)) {}
   std::shared_ptr<detail::future_state<R>> s_;
 };
+
+namespace detail {
+
+// The argument tuple of a call of M (called only once call_ok holds).
+template <auto M, class... A>
+auto call_args(A&&... args) {
+  return typename call_traits<M>::args(std::forward<A>(args)...);
+}
+
+// The call as an awaitable: the initiation's own, not a coroutine around it
+// (one frame per call).
+template <class R, class Args, rpc::method_kind K>
+auto initiate_call(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
+                   const rpc::method_ops<R, Args, K>& m, Args&& args) {
+  return asio::async_initiate<const asio::use_awaitable_t<>, completion_signature<R>>(
+      [rt, flat, direct, opt, m = &m](auto handler, Args&& t) {
+        rpc::start_call(*rt, flat, direct, opt, *m, std::move(t), std::move(handler));
+      },
+      asio::use_awaitable, std::move(args));
+}
+
+// A plain method of an instance in this process, without a deadline. On the
+// process's only io thread it runs as soon as this is awaited, when its strand
+// is idle, and the caller goes on at once: no trip through the io_context,
+// whose every turn with work queued also polls the reactor (a syscall).
+template <class R, class Args>
+asio::awaitable<R> call_colocated(runtime* rt, std::uint32_t flat, rpc::instance* inst,
+                                  const rpc::method_ops<R, Args, rpc::method_kind::plain>& m,
+                                  Args args) {
+  if (!rt->on_only_io_thread())
+    co_return co_await initiate_call(rt, flat, inst, call_options{}, m, std::move(args));
+  std::exception_ptr e;
+  rpc::result_holder<R> r{};
+  bool ran = false;
+  rpc::run_local(
+      m, *inst, rpc::call_target{rt, flat, m.name}, std::move(args),
+      [&](std::exception_ptr x, rpc::result_holder<R>&& v) {
+        e = std::move(x);
+        r = std::move(v);
+        ran = true;
+      },
+      {}, true);
+  // Its strand was busy: the method is queued there, behind what came first,
+  // and this resumes after it.
+  if (!ran) co_await asio::post(inst->strand, asio::use_awaitable);
+  if (e) std::rethrow_exception(e);
+  if constexpr (!std::is_void_v<R>) co_return std::move(r);
+}
+
+// handle::call's body, per result and argument types.
+template <class R, class Args, rpc::method_kind K>
+asio::awaitable<R> call_method(runtime* rt, std::uint32_t flat, rpc::instance* direct,
+                               call_options opt, const rpc::method_ops<R, Args, K>& m,
+                               Args&& args) {
+  if constexpr (K == rpc::method_kind::plain) {
+    if (opt.timeout.count() == 0)
+      if (rpc::instance* inst = direct ? direct : rt->local(flat))
+        return call_colocated<R, Args>(rt, flat, inst, m, std::move(args));
+  }
+  return initiate_call(rt, flat, direct, opt, m, std::move(args));
+}
+
+// handle::async's body, per result and argument types.
+template <class R, class Args, rpc::method_kind K>
+future<R> start_future(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
+                       const rpc::method_ops<R, Args, K>& m, Args&& args);
+
+template <class R>
+using broadcast_result = std::conditional_t<std::is_void_v<R>, void, std::vector<R>>;
+
+// Where a handle's calls go.
+struct call_endpoint {
+  runtime* rt;
+  std::uint32_t flat;
+  rpc::instance* direct;
+};
+
+// handles::broadcast's body, per result and argument types: a call to every endpoint
+// (each with its own copy of the arguments), then every reply awaited in order.
+template <class R, class Args, rpc::method_kind K>
+asio::awaitable<broadcast_result<R>> broadcast_call(std::vector<call_endpoint> to,
+                                                     const rpc::method_ops<R, Args, K>& m,
+                                                     Args args) {
+  std::vector<future<R>> fs;
+  fs.reserve(to.size());
+  for (const auto& e : to) {
+    if (!e.rt)
+      throw std::logic_error("tlaunch: call of " + std::string(m.name) +
+                             " through an unbound handle");
+    fs.push_back(start_future(e.rt, e.flat, e.direct, call_options{}, m, Args(args)));
+  }
+  std::exception_ptr first;
+  if constexpr (std::is_void_v<R>) {
+    for (auto& f : fs) {
+      try {
+        co_await f.async_wait();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  } else {
+    std::vector<R> out;
+    out.reserve(fs.size());
+    for (auto& f : fs) {
+      try {
+        out.push_back(co_await f.async_wait());
+      } catch (...) {
+        if (!first) first = std::current_exception();
+        out.emplace_back();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+    co_return out;
+  }
+}
+
+// handle::async's body, per result and argument types.
+template <class R, class Args, rpc::method_kind K>
+future<R> start_future(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
+                       const rpc::method_ops<R, Args, K>& m, Args&& args) {
+  auto s = std::allocate_shared<future_state<R>>(pool_allocator<future_state<R>>{});
+  rpc::start_call(*rt, flat, direct, opt, m, std::move(args), future_handler<R>{s});
+  return future_access::make(std::move(s));
+}
+
+}  // namespace detail
 
 // A handle to one node instance serving S.
 template <class S>
@@ -191,12 +324,9 @@ class handle {
       return {};
     } else {
       check_bound<M>();
-      if constexpr (!detail::call_traits<M>::is_coroutine && !detail::call_traits<M>::is_batched) {
-        if (opt.timeout.count() == 0)
-          if (rpc::instance* inst = direct_ ? direct_ : rt_->local(flat_))
-            return call_colocated<M>(rt_, flat_, inst, make_args<M>(std::forward<A>(args)...));
-      }
-      return initiate<M>(rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...));
+      // What is left per method is this shell: the rest is per result and argument types.
+      return detail::call_method(rt_, flat_, direct_, opt, rpc::ops_of<M>,
+                                 detail::call_args<M>(std::forward<A>(args)...));
     }
   }
 
@@ -207,17 +337,13 @@ class handle {
   }
   template <auto M, class... A>
   future<detail::result_of<M>> async(call_options opt, A&&... args) const {
-    using R = detail::result_of<M>;
     if constexpr (!detail::call_ok<S, M, A&&...>) {
       detail::report_call<S, M, A&&...>();
       return {};
     } else {
       check_bound<M>();
-      auto s = std::allocate_shared<detail::future_state<R>>(
-          detail::pool_allocator<detail::future_state<R>>{});
-      rpc::start_call<M>(*rt_, flat_, direct_, opt, make_args<M>(std::forward<A>(args)...),
-                         detail::future_handler<R>{s});
-      return future<R>(std::move(s));
+      return detail::start_future(rt_, flat_, direct_, opt, rpc::ops_of<M>,
+                                  detail::call_args<M>(std::forward<A>(args)...));
     }
   }
 
@@ -237,53 +363,6 @@ class handle {
   }
 
  private:
-  // The call as an awaitable: the initiation's own, not a coroutine around it
-  // (one frame per call).
-  template <auto M, class Args>
-  static auto initiate(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct,
-                       call_options opt, Args&& args) {
-    return asio::async_initiate<const asio::use_awaitable_t<>,
-                                detail::completion_signature<detail::result_of<M>>>(
-        [rt, flat, direct, opt](auto handler, auto&& t) {
-          rpc::start_call<M>(*rt, flat, direct, opt, std::move(t), std::move(handler));
-        },
-        asio::use_awaitable, std::forward<Args>(args));
-  }
-
-  // A plain method of an instance in this process, without a deadline. On the
-  // process's only io thread it runs as soon as this is awaited, when its strand
-  // is idle, and the caller goes on at once: no trip through the io_context,
-  // whose every turn with work queued also polls the reactor (a syscall).
-  template <auto M, class Args>
-  static asio::awaitable<detail::result_of<M>> call_colocated(detail::runtime* rt,
-                                                              std::uint32_t flat,
-                                                              rpc::instance* inst, Args args) {
-    using R = detail::result_of<M>;
-    if (!rt->on_only_io_thread())
-      co_return co_await initiate<M>(rt, flat, inst, call_options{}, std::move(args));
-    std::exception_ptr e;
-    rpc::result_holder<R> r{};
-    bool ran = false;
-    rpc::run_local<M>(
-        *inst, rpc::call_target{rt, flat, detail::member_name_v<M>}, std::move(args),
-        [&](std::exception_ptr x, rpc::result_holder<R>&& v) {
-          e = std::move(x);
-          r = std::move(v);
-          ran = true;
-        },
-        {}, true);
-    // Its strand was busy: the method is queued there, behind what came first,
-    // and this resumes after it.
-    if (!ran) co_await asio::post(inst->strand, asio::use_awaitable);
-    if (e) std::rethrow_exception(e);
-    if constexpr (!std::is_void_v<R>) co_return std::move(r);
-  }
-
-  // Called only once call_ok holds.
-  template <auto M, class... A>
-  static auto make_args(A&&... args) {
-    return typename detail::call_traits<M>::args(std::forward<A>(args)...);
-  }
   template <auto M>
   void check_bound() const {
     if (!rt_)
@@ -291,6 +370,8 @@ class handle {
                              " through an unbound handle");
   }
 
+  template <class T>
+  friend class handles;
   friend struct detail::handle_access;
   friend class context;  // context::spawn
   handle(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr)
@@ -318,36 +399,16 @@ class handles {
   // order. If any call fails, the first error (by replica) is rethrown after
   // every call has finished.
   template <auto M, class... A>
-  auto broadcast(const A&... args) const -> asio::awaitable<
-      std::conditional_t<std::is_void_v<detail::result_of<M>>, void,
-                         std::vector<detail::result_of<M>>>> {
-    using R = detail::result_of<M>;
-    std::vector<future<R>> fs;
-    fs.reserve(hs_.size());
-    for (const auto& h : hs_) fs.push_back(h.template async<M>(args...));
-    std::exception_ptr first;
-    if constexpr (std::is_void_v<R>) {
-      for (auto& f : fs) {
-        try {
-          co_await f.async_wait();
-        } catch (...) {
-          if (!first) first = std::current_exception();
-        }
-      }
-      if (first) std::rethrow_exception(first);
+  auto broadcast(const A&... args) const
+      -> asio::awaitable<detail::broadcast_result<detail::result_of<M>>> {
+    if constexpr (!detail::call_ok<S, M, const A&...>) {
+      detail::report_call<S, M, const A&...>();
+      return {};
     } else {
-      std::vector<R> out;
-      out.reserve(fs.size());
-      for (auto& f : fs) {
-        try {
-          out.push_back(co_await f.async_wait());
-        } catch (...) {
-          if (!first) first = std::current_exception();
-          out.emplace_back();
-        }
-      }
-      if (first) std::rethrow_exception(first);
-      co_return out;
+      std::vector<detail::call_endpoint> to;
+      to.reserve(hs_.size());
+      for (const auto& h : hs_) to.push_back({h.rt_, h.flat_, h.direct_});
+      return detail::broadcast_call(std::move(to), rpc::ops_of<M>, detail::call_args<M>(args...));
     }
   }
 

@@ -28,6 +28,7 @@
 #include "dispatch.hpp"
 #include "errors.hpp"
 #include "method.hpp"
+#include "method_ops.hpp"
 #include "runtime.hpp"
 
 namespace tlaunch {
@@ -40,9 +41,6 @@ struct call_options {
 };
 
 namespace rpc {
-
-template <class R>
-using result_holder = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
 
 // The outcome a reply or error_reply frame carries.
 template <class R>
@@ -266,9 +264,6 @@ class remote_call final : public remote_call_base {
   asio::any_io_executor fallback_;
 };
 
-// Runs M on the instance's strand and gives done(exception_ptr, result) the
-// outcome; a coroutine method is bound to `cancel`. With at_once, a plain
-// method whose strand is idle runs right here (asio::dispatch), as the strand.
 // A local call of a batched method, waiting in its batch.
 template <class R, class Done>
 struct local_batch_completion final : batch_completion<R> {
@@ -284,37 +279,68 @@ struct local_batch_completion final : batch_completion<R> {
   call_target target;
 };
 
-template <auto M, class Args, class Done>
-void run_local(instance& inst, call_target target, Args&& args, Done&& done,
+// How a local call of a coroutine method completes, whoever started it: one co_spawn per
+// result type, not one per method and caller.
+template <class R>
+struct local_done {
+  virtual ~local_done() = default;
+  virtual void operator()(std::exception_ptr e, result_holder<R>&& r) = 0;
+};
+template <class R, class Done>
+struct local_done_for final : local_done<R> {
+  explicit local_done_for(Done&& d) : done(std::move(d)) {}
+  void operator()(std::exception_ptr e, result_holder<R>&& r) override {
+    done(std::move(e), std::move(r));
+  }
+  Done done;
+};
+
+// co_spawn's completion of a local call's run_method_coroutine: the method's error becomes remote_error.
+template <class R>
+struct local_spawn_completion {
+  std::unique_ptr<local_done<R>> done;
+  call_target target;
+  std::exception_ptr wrap(std::exception_ptr e) const {
+    return e ? tlaunch::detail::make_error<remote_error>(target.site(),
+                                                         detail::exception_message(e))
+             : e;
+  }
+  void operator()(std::exception_ptr e) requires std::is_void_v<R> { (*done)(wrap(e), {}); }
+  template <class V>
+  void operator()(std::exception_ptr e, V&& r) requires(!std::is_void_v<R>) {
+    (*done)(wrap(e), std::forward<V>(r));
+  }
+};
+
+// Runs method m on the instance's strand and gives done(exception_ptr, result) the
+// outcome; a coroutine method is bound to `cancel`. With at_once, a plain method whose
+// strand is idle runs right here (asio::dispatch), as the strand.
+template <class R, class Args, method_kind K, class Done>
+void run_local(const method_ops<R, Args, K>& m, instance& inst, call_target target,
+               std::type_identity_t<Args>&& args, Done&& done,
                asio::cancellation_slot cancel = {}, bool at_once = false) {
-  using traits = tlaunch::detail::call_traits<M>;
-  using S = typename traits::service;
-  using R = typename traits::result;
-  (void)cancel;  // a plain method cannot be interrupted
-  if constexpr (traits::is_batched) {
-    // Joins M's queue on the strand; cancellation (emitted on the strand, see
-    // local_race::abort, which then completes the call) takes it out again.
+  if constexpr (K == method_kind::batched) {
     (void)at_once;
-    asio::post(inst.strand, [inst = &inst, target, args = std::forward<Args>(args),
+    // Joins the method's queue on the strand; cancellation (emitted on the strand, see
+    // local_race::abort, which then completes the call) takes it out again.
+    asio::post(inst.strand, [m = &m, inst = &inst, target, args = std::move(args),
                              done = std::forward<Done>(done), cancel]() mutable {
       const std::uint64_t key = next_batch_key();
       if (cancel.is_connected())
-        cancel.assign([inst, key](asio::cancellation_type) { queue_of<M>(*inst).remove(key); });
-      queue_of<M>(*inst).add(
-          std::move(args),
+        cancel.assign([m, inst, key](asio::cancellation_type) { m->batch_remove(*inst, key); });
+      m->batch_add(
+          *inst, std::move(args),
           std::make_unique<local_batch_completion<R, std::decay_t<Done>>>(std::move(done), target),
-          key);
+          key, std::chrono::steady_clock::time_point::max());
     });
-  } else if constexpr (!traits::is_coroutine) {
-    auto job = [obj = static_cast<S*>(inst.object.get()), target, args = std::forward<Args>(args),
+  } else if constexpr (K == method_kind::plain) {
+    (void)cancel;  // a plain method cannot be interrupted
+    auto job = [m = &m, obj = inst.object.get(), target, args = std::move(args),
                 done = std::forward<Done>(done)]() mutable {
       std::exception_ptr e;
       result_holder<R> r{};
       try {
-        if constexpr (std::is_void_v<R>)
-          detail::invoke_method<M>(*obj, std::move(args));
-        else
-          r = detail::invoke_method<M>(*obj, std::move(args));
+        m->invoke(obj, args, r);
       } catch (...) {
         e = tlaunch::detail::make_error<remote_error>(
             target.site(), detail::exception_message(std::current_exception()));
@@ -326,24 +352,14 @@ void run_local(instance& inst, call_target target, Args&& args, Done&& done,
     else
       asio::post(inst.strand, std::move(job));
   } else {
-    auto body = detail::run_coroutine<M, S, std::remove_cvref_t<Args>, R>(inst.object,
-                                                                          std::forward<Args>(args));
-    auto wrap = [target](std::exception_ptr e) {
-      return e ? tlaunch::detail::make_error<remote_error>(target.site(),
-                                                           detail::exception_message(e))
-               : e;
-    };
-    if constexpr (std::is_void_v<R>)
-      asio::co_spawn(any_executor_of(inst.strand), std::move(body),
-                     asio::bind_cancellation_slot(
-                         cancel, [done = std::forward<Done>(done),
-                                  wrap](std::exception_ptr e) mutable { done(wrap(e), {}); }));
-    else
-      asio::co_spawn(any_executor_of(inst.strand), std::move(body),
-                     asio::bind_cancellation_slot(cancel, [done = std::forward<Done>(done), wrap](
-                                                              std::exception_ptr e, R r) mutable {
-                       done(wrap(e), std::move(r));
-                     }));
+    (void)at_once;
+    asio::co_spawn(
+        any_executor_of(inst.strand),
+        run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args)),
+        asio::bind_cancellation_slot(
+            cancel, local_spawn_completion<R>{std::make_unique<local_done_for<R, std::decay_t<Done>>>(
+                                                  std::forward<Done>(done)),
+                                              target}));
   }
 }
 
@@ -387,72 +403,46 @@ auto small_frame_of(const std::tuple<T...>& args) {
   return std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
 }
 
-template <auto M, class Handler, class Args>
-void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
-                const call_options& opt, Args&& args, Handler&& handler);
+template <class R, class Args, method_kind K, class Handler>
+void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
+                const method_ops<R, Args, K>& m, std::type_identity_t<Args>&& args,
+                Handler&& handler);
 
-// A call to an instance being restarted (rpc::runtime::park_call) waits for its new
-// address, then starts with what is left of its deadline; the deadline ends the wait
-// with tlaunch::timeout, the process's stop with unavailable. Its cancellation slot
-// is not watched while it waits.
-template <auto M, class Handler, class Args>
-void park_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
-               Args&& args, Handler&& handler, const std::string& why) {
-  using R = typename tlaunch::detail::call_traits<M>::result;  // per request for a batched M
-  struct parked final : parked_call_base {
-    parked(rpc::runtime& r, call_target t, Args&& a, Handler&& h,
-           std::chrono::steady_clock::time_point d)
-        : parked_call_base(t),
-          rt(r),
-          args(std::forward<Args>(a)),
-          handler(std::forward<Handler>(h)),
-          deadline(d) {}
-    void fail(std::exception_ptr e) override {
-      complete_on_executor<R>(std::move(handler), any_executor_of(rt.io), std::move(e), {});
-    }
-    rpc::runtime& rt;
-    std::decay_t<Args> args;
-    std::decay_t<Handler> handler;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  auto p = std::make_shared<parked>(rt, call_target{&rt, flat, tlaunch::detail::member_name_v<M>},
-                                    std::forward<Args>(args), std::forward<Handler>(handler),
-                                    std::chrono::steady_clock::now() + opt.timeout);
-  bool parked_now = rt.park_call(flat, [&rt, flat, direct, opt, p](bool back) {
-    if (p->done.exchange(true)) return;
-    if (!back) {
-      p->fail(tlaunch::detail::make_error<unavailable>(
-          p->target.site(), "the process stopped while the instance was being restarted"));
-      return;
-    }
-    call_options left = opt;
-    if (opt.timeout.count() > 0) {
-      left.timeout = std::chrono::ceil<std::chrono::milliseconds>(
-          p->deadline - std::chrono::steady_clock::now());
-      if (left.timeout.count() <= 0) {
-        p->fail(tlaunch::detail::make_error<timeout>(p->target.site()));
-        return;
-      }
-    }
-    start_call<M>(rt, flat, direct, left, std::move(p->args), std::move(p->handler));
-  });
-  if (!parked_now) {  // back already, or stopping: no second wait
-    if (!p->done.exchange(true))
-      p->fail(tlaunch::detail::make_error<unavailable>(p->target.site(), why));
-    return;
+// A call to an instance being restarted, waiting for its new address
+// (call_paths.hpp's park_call): then it starts with what is left of its deadline.
+template <class R, class Args, method_kind K, class Handler>
+struct parked_call final : parked_call_base {
+  parked_call(rpc::runtime& r, std::uint32_t f, instance* d, const method_ops<R, Args, K>& o,
+              call_target t, Args&& a, Handler&& h)
+      : parked_call_base(t),
+        rt(r),
+        flat(f),
+        direct(d),
+        m(o),
+        args(std::move(a)),
+        handler(std::move(h)) {}
+  void fail(std::exception_ptr e) override {
+    complete_on_executor<R>(std::move(handler), any_executor_of(rt.io), std::move(e), {});
   }
-  if (opt.timeout.count() > 0) arm_park_deadline(rt.io, opt.timeout, std::move(p));
-}
+  void resume(std::chrono::milliseconds timeout_left) override {
+    start_call(rt, flat, direct, call_options{timeout_left}, m, std::move(args),
+               std::move(handler));
+  }
+  rpc::runtime& rt;
+  std::uint32_t flat;
+  instance* direct;
+  const method_ops<R, Args, K>& m;
+  Args args;
+  Handler handler;
+};
 
-
-// Starts call M with the (decayed) argument tuple; the handler receives
+// Starts a call of method m with its (decayed) argument tuple; the handler receives
 // void(std::exception_ptr) or void(std::exception_ptr, R).
-template <auto M, class Handler, class Args>
-void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
-                const call_options& opt, Args&& args, Handler&& handler) {
-  using traits = tlaunch::detail::call_traits<M>;
-  using R = typename traits::result;
-  call_target target{&rt, flat, tlaunch::detail::member_name_v<M>};
+template <class R, class Args, method_kind K, class Handler>
+void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
+                const method_ops<R, Args, K>& m, std::type_identity_t<Args>&& args,
+                Handler&& handler) {
+  call_target target{&rt, flat, m.name};
   instance* inst = direct ? direct : rt.local(flat);
 
   if (inst) {  // same process: straight onto the target's strand, no serialization
@@ -461,11 +451,10 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     // On the process's only io thread, a plain method without a deadline runs
     // at once when its strand is idle (it cannot be interrupted, and nothing
     // else could run meanwhile), so there is nothing to race.
-    bool at_once = !traits::is_coroutine && !traits::is_batched && opt.timeout.count() == 0 &&
-                   rt.on_only_io_thread();
+    bool at_once = K == method_kind::plain && opt.timeout.count() == 0 && rt.on_only_io_thread();
     if (at_once || (opt.timeout.count() == 0 && !slot.is_connected())) {
-      run_local<M>(
-          *inst, target, std::forward<Args>(args),
+      run_local(
+          m, *inst, target, std::move(args),
           [h = std::forward<Handler>(handler), fallback](std::exception_ptr e,
                                                          result_holder<R>&& r) mutable {
             complete_on_executor<R>(std::move(h), fallback, std::move(e), std::move(r));
@@ -478,14 +467,14 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     using race_t = local_race<R, std::decay_t<Handler>>;
     auto race =
         std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
-    race->leaves_batch = traits::is_batched;
+    race->leaves_batch = K == method_kind::batched;
     if (opt.timeout.count() > 0) {
       race->timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
       arm_local_deadline(race);
     }
     asio::cancellation_slot target_slot = race->signal.slot();
-    run_local<M>(
-        *inst, target, std::forward<Args>(args),
+    run_local(
+        m, *inst, target, std::move(args),
         [race](std::exception_ptr e, result_holder<R>&& r) {
           race->finish(std::move(e), std::move(r));
         },
@@ -497,9 +486,13 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   std::string why;
   std::shared_ptr<connection> held;
   connection* conn = rt.connection_for(flat, why, held);
-  if (!conn && rt.restarting(flat))
-    return park_call<M>(rt, flat, direct, opt, std::forward<Args>(args),
-                        std::forward<Handler>(handler), why);
+  if (!conn && rt.restarting(flat)) {
+    park_call(rt, flat, opt.timeout,
+              std::make_shared<parked_call<R, Args, K, std::decay_t<Handler>>>(
+                  rt, flat, direct, m, target, std::move(args), std::forward<Handler>(handler)),
+              why);
+    return;
+  }
   if (!conn) {
     complete_on_executor<R>(std::forward<Handler>(handler), any_executor_of(rt.io),
                             tlaunch::detail::make_error<unavailable>(target.site(), why), {});
@@ -508,11 +501,11 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   const wire::frame_header h{.type = wire::kind::call,
                              .target = flat,
                              .aux = static_cast<std::uint32_t>(opt.timeout.count()),
-                             .method = tlaunch::detail::method_id<M>()};
+                             .method = m.id};
   // Plain numbers are written into a frame on the stack; anything else is
   // serialized into a frame buffer.
   auto send = [&](std::shared_ptr<pending_call> p) -> std::uint64_t {
-    if constexpr (small_args<std::remove_cvref_t<Args>>) {
+    if constexpr (small_args<Args>) {
       auto f = small_frame_of(args);
       return conn->start_call(f.span(), h, std::move(p));
     } else {
@@ -524,7 +517,7 @@ void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
   if constexpr (std::is_same_v<std::decay_t<Handler>, tlaunch::detail::future_handler<R>>) {
     if (opt.timeout.count() == 0) {  // the future's own state waits for the reply
       handler.s->target = target;
-      if constexpr (small_args<std::remove_cvref_t<Args>>) {
+      if constexpr (small_args<Args>) {
         // Nothing needs its id: it may join the batch's other calls.
         auto f = small_frame_of(args);
         conn->start_call_batched(f.span(), h, std::move(handler.s));

@@ -123,12 +123,15 @@ void cancel_local_on(Slot& slot, const std::shared_ptr<local_race_base>& race) {
 TLAUNCH_RPC_CALL_PATHS_DECL void cancel_local_on(asio::cancellation_slot slot,
                                                  const std::shared_ptr<local_race_base>& race);
 
-// A call waiting for its target to come back from a restart (call.hpp's park_call).
+// A call waiting for its target to come back from a restart (call.hpp's parked_call).
 struct parked_call_base {
   explicit parked_call_base(call_target t) : target(t) {}
   virtual ~parked_call_base() = default;
   // Completes the call with `e`; called once, by whoever set `done` first.
   virtual void fail(std::exception_ptr e) = 0;
+  // Starts the call again, with what is left of its deadline (0: none); called once,
+  // instead of fail, by whoever set `done` first.
+  virtual void resume(std::chrono::milliseconds timeout_left) = 0;
   call_target target;
   std::atomic<bool> done{false};  // the first of resume and deadline completes it
 };
@@ -137,6 +140,16 @@ struct parked_call_base {
 TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,
                                                    std::chrono::milliseconds timeout,
                                                    std::shared_ptr<parked_call_base> p);
+
+// A call to instance `flat`, which is being restarted (rpc::runtime::park_call), waits for
+// its new address, then resumes with what is left of its deadline (`timeout`, 0: none);
+// the deadline ends the wait with tlaunch::timeout, the process's stop with unavailable,
+// and when the instance is back already or the process stops, it fails with unavailable
+// and `why`. Its cancellation slot is not watched while it waits.
+TLAUNCH_RPC_CALL_PATHS_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
+                                           std::chrono::milliseconds timeout,
+                                           std::shared_ptr<parked_call_base> p,
+                                           const std::string& why);
 
 // A coroutine method served to a remote caller: its cancel signal (fired by a cancel frame
 // or by the caller's deadline) and, when the call has a deadline, its timer.
@@ -225,6 +238,37 @@ TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,
   timer->async_wait([p = std::move(p), timer](std::error_code) {
     if (!p->done.exchange(true)) p->fail(tlaunch::detail::make_error<tlaunch::timeout>(p->target.site()));
   });
+}
+
+TLAUNCH_RPC_CALL_PATHS_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
+                                           std::chrono::milliseconds timeout,
+                                           std::shared_ptr<parked_call_base> p,
+                                           const std::string& why) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool parked_now = rt.park_call(flat, [timeout, deadline, p](bool back) {
+    if (p->done.exchange(true)) return;
+    if (!back) {
+      p->fail(tlaunch::detail::make_error<unavailable>(
+          p->target.site(), "the process stopped while the instance was being restarted"));
+      return;
+    }
+    std::chrono::milliseconds left{0};
+    if (timeout.count() > 0) {
+      left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                          std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        p->fail(tlaunch::detail::make_error<tlaunch::timeout>(p->target.site()));
+        return;
+      }
+    }
+    p->resume(left);
+  });
+  if (!parked_now) {  // back already, or stopping: no second wait
+    if (!p->done.exchange(true))
+      p->fail(tlaunch::detail::make_error<unavailable>(p->target.site(), why));
+    return;
+  }
+  if (timeout.count() > 0) arm_park_deadline(rt.io, timeout, std::move(p));
 }
 
 TLAUNCH_RPC_CALL_PATHS_DECL bool served_run::finished() const {

@@ -1,5 +1,6 @@
 // Server side of a call: a static table per service type, one entry per
-// exposed method, each deserializing, invoking on the strand, replying.
+// exposed method, each deserializing, invoking on the strand, replying. The serving
+// code is per result and argument types (rpc/method_ops.hpp); the entry carries the method.
 #pragma once
 
 #include <chrono>
@@ -20,16 +21,11 @@
 #include "call_paths.hpp"
 #include "instance.hpp"
 #include "method.hpp"
+#include "method_ops.hpp"
 
 namespace tlaunch::rpc {
 
 namespace detail {
-
-template <auto M, class S, class Args>
-decltype(auto) invoke_method(S& obj, Args&& args) {
-  return std::apply([&](auto&&... a) -> decltype(auto) { return (obj.*M)(std::move(a)...); },
-                    std::forward<Args>(args));
-}
 
 // A coroutine method failed; past the caller's deadline that is a timeout.
 inline void reply_failure(connection& c, std::uint64_t call_id, std::exception_ptr e,
@@ -58,16 +54,11 @@ void send_result(connection& c, std::uint64_t call_id, const R* r) {
   }
 }
 
-template <auto M, class S, class Args, class R>
-asio::awaitable<R> run_coroutine(std::shared_ptr<void> keep, Args args) {
-  co_return co_await invoke_method<M>(*static_cast<S*>(keep.get()), std::move(args));
-}
-
 // Reads a call's arguments into args; when they do not deserialize, replies
-// bad_arguments naming method M and returns false.
-template <auto M, class Args>
+// bad_arguments naming the method and returns false.
+template <class Args>
 bool decode_arguments(connection& c, const wire::frame_header& h, std::span<const char> payload,
-                      Args& args) {
+                      Args& args, std::string_view method) {
   try {
     std::apply(
         [&](auto&... a) {
@@ -77,83 +68,32 @@ bool decode_arguments(connection& c, const wire::frame_header& h, std::span<cons
     return true;
   } catch (const std::exception& e) {
     reply_error(c, h.call_id, wire::error_code::bad_arguments,
-                std::string("arguments of ") + std::string(tlaunch::detail::member_name<M>()) +
+                std::string("arguments of ") + std::string(method) +
                     " did not deserialize: " + e.what());
     return false;
   }
 }
 
-}  // namespace detail
-
-template <class S, auto M>
-void serve(instance& inst, connection& c, const wire::frame_header& h,
-           std::span<const char> payload) {
-  using traits = tlaunch::detail::method_traits<decltype(M)>;
-  using R = typename traits::result;
-  typename traits::args args;
-  if (!detail::decode_arguments<M>(c, h, payload, args)) return;
-  std::uint64_t id = h.call_id;
-  if constexpr (!traits::is_coroutine) {
-    // A raw pointer: instances outlive every handler (the runtime joins its
-    // threads before it destroys them).
-    auto run = [obj = static_cast<S*>(inst.object.get()), id,
-                args = std::move(args)](connection& conn) mutable {
-      try {
-        S& s = *obj;
-        if constexpr (std::is_void_v<R>) {
-          detail::invoke_method<M>(s, std::move(args));
-          detail::send_result<void>(conn, id, nullptr);
-        } else {
-          R r = detail::invoke_method<M>(s, std::move(args));
-          detail::send_result<R>(conn, id, &r);
-        }
-      } catch (...) {
-        reply_error(conn, id, wire::error_code::remote_exception,
-                    detail::exception_message(std::current_exception()));
-      }
-    };
-    // Joining a batch that keeps the connection alive, the job needs no
-    // reference of its own: two atomic operations fewer per call.
-    if (batch_collector::keeps(&c))
-      post_batched(inst.strand, [run = std::move(run), conn = &c]() mutable { run(*conn); });
+// co_spawn's completion of a served coroutine method: the reply, or the error.
+template <class R>
+struct served_completion {
+  served_run run;
+  void operator()(std::exception_ptr e) requires std::is_void_v<R> {
+    bool expired = run.finished();
+    if (e)
+      reply_failure(*run.conn, run.id, e, expired);
     else
-      post_batched(inst.strand,
-                   [run = std::move(run), conn = c.shared_from_this()]() mutable { run(*conn); });
-  } else {
-    // A coroutine method can be cancelled: by the caller's cancel frame, or when
-    // the caller's deadline (h.aux, in ms) passes (call_paths.hpp, served_run).
-    auto body = detail::run_coroutine<M, S, typename traits::args, R>(inst.object, std::move(args));
-    served_run run = start_served_run(inst, c, h);
-    // Started in order with the plain calls of the same read, on the strand.
-    post_batched(inst.strand,
-                 [strand = inst.strand, body = std::move(body), run = std::move(run)]() mutable {
-                   auto slot = run.sig->slot();
-                   if constexpr (std::is_void_v<R>) {
-                     asio::co_spawn(any_executor_of(strand), std::move(body),
-                                    asio::bind_cancellation_slot(
-                                        slot, [run = std::move(run)](std::exception_ptr e) {
-                                          bool expired = run.finished();
-                                          if (e)
-                                            detail::reply_failure(*run.conn, run.id, e, expired);
-                                          else
-                                            detail::send_result<void>(*run.conn, run.id, nullptr);
-                                        }));
-                   } else {
-                     asio::co_spawn(any_executor_of(strand), std::move(body),
-                                    asio::bind_cancellation_slot(
-                                        slot, [run = std::move(run)](std::exception_ptr e, R r) {
-                                          bool expired = run.finished();
-                                          if (e)
-                                            detail::reply_failure(*run.conn, run.id, e, expired);
-                                          else
-                                            detail::send_result<R>(*run.conn, run.id, &r);
-                                        }));
-                   }
-                 });
+      send_result<void>(*run.conn, run.id, nullptr);
   }
-}
-
-namespace detail {
+  template <class V>
+  void operator()(std::exception_ptr e, V&& r) requires(!std::is_void_v<R>) {
+    bool expired = run.finished();
+    if (e)
+      reply_failure(*run.conn, run.id, e, expired);
+    else
+      send_result<R>(*run.conn, run.id, &r);
+  }
+};
 
 // A remote call of a batched method, waiting in its batch: the reply goes out on
 // the connection it came from.
@@ -175,53 +115,88 @@ struct remote_batch_completion final : batch_completion<R> {
 
 }  // namespace detail
 
-// A call of batched method M: its arguments join M's queue on the strand. A
-// cancel frame takes it out of the queue; a deadline (h.aux, in ms) that passes
-// before its batch runs leaves it out of the batch.
-template <class S, auto M>
-void serve_batched(instance& inst, connection& c, const wire::frame_header& h,
-                   std::span<const char> payload) {
-  using traits = tlaunch::detail::batch_traits<M>;
-  using R = typename traits::result;
-  typename traits::args args;
-  if (!detail::decode_arguments<M>(c, h, payload, args)) return;
-  const std::uint64_t id = h.call_id, key = next_batch_key();
-  auto deadline = std::chrono::steady_clock::time_point::max();
-  if (h.aux > 0) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.aux);
-  std::shared_ptr<connection> conn = c.shared_from_this();
-  instance* target = &inst;
-  conn->register_running(id, [target, key] {
-    post_batched(target->strand, [target, key] {
-      queue_of<M>(*target).remove(key);
+// Serves one call frame of the method whose ops are `ops` (of type Ops, a method_ops):
+// written once per result and argument types, whatever the method.
+template <class Ops>
+void serve(const void* ops, instance& inst, connection& c, const wire::frame_header& h,
+           std::span<const char> payload) {
+  using R = typename Ops::result;
+  using Args = typename Ops::args;
+  const Ops& m = *static_cast<const Ops*>(ops);
+  Args args;
+  if (!detail::decode_arguments(c, h, payload, args, m.name)) return;
+  const std::uint64_t id = h.call_id;
+  if constexpr (Ops::kind == method_kind::plain) {
+    // A raw pointer: instances outlive every handler (the runtime joins its
+    // threads before it destroys them).
+    auto run = [invoke = m.invoke, obj = inst.object.get(), id,
+                args = std::move(args)](connection& conn) mutable {
+      try {
+        result_holder<R> r{};
+        invoke(obj, args, r);
+        if constexpr (std::is_void_v<R>)
+          detail::send_result<void>(conn, id, nullptr);
+        else
+          detail::send_result<R>(conn, id, &r);
+      } catch (...) {
+        reply_error(conn, id, wire::error_code::remote_exception,
+                    detail::exception_message(std::current_exception()));
+      }
+    };
+    // Joining a batch that keeps the connection alive, the job needs no
+    // reference of its own: two atomic operations fewer per call.
+    if (batch_collector::keeps(&c))
+      post_batched(inst.strand, [run = std::move(run), conn = &c]() mutable { run(*conn); });
+    else
+      post_batched(inst.strand,
+                   [run = std::move(run), conn = c.shared_from_this()]() mutable { run(*conn); });
+  } else if constexpr (Ops::kind == method_kind::coroutine) {
+    // A coroutine method can be cancelled: by the caller's cancel frame, or when
+    // the caller's deadline (h.aux, in ms) passes (call_paths.hpp, served_run).
+    auto body = run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args));
+    served_run run = start_served_run(inst, c, h);
+    // Started in order with the plain calls of the same read, on the strand.
+    post_batched(inst.strand,
+                 [strand = inst.strand, body = std::move(body), run = std::move(run)]() mutable {
+                   auto slot = run.sig->slot();
+                   asio::co_spawn(
+                       any_executor_of(strand), std::move(body),
+                       asio::bind_cancellation_slot(slot, detail::served_completion<R>{std::move(run)}));
+                 });
+  } else {
+    // A batched method: the arguments join its queue on the strand. A cancel frame takes
+    // the call out of the queue; a deadline (h.aux, in ms) that passes before its batch
+    // runs leaves it out of the batch.
+    const std::uint64_t key = next_batch_key();
+    auto deadline = std::chrono::steady_clock::time_point::max();
+    if (h.aux > 0) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.aux);
+    std::shared_ptr<connection> conn = c.shared_from_this();
+    instance* target = &inst;
+    conn->register_running(id, [target, key, remove = m.batch_remove] {
+      post_batched(target->strand, [target, key, remove] { remove(*target, key); });
     });
-  });
-  post_batched(inst.strand, [target, args = std::move(args), conn = std::move(conn), id, key,
-                             deadline]() mutable {
-    queue_of<M>(*target).add(
-        std::move(args), std::make_unique<detail::remote_batch_completion<R>>(std::move(conn), id),
-        key, deadline);
-  });
+    post_batched(inst.strand, [target, args = std::move(args), conn = std::move(conn), id, key,
+                               deadline, add = m.batch_add]() mutable {
+      add(*target, std::move(args),
+          std::make_unique<detail::remote_batch_completion<R>>(std::move(conn), id), key,
+          deadline);
+    });
+  }
 }
 
-// How a list entry is served: a plain or coroutine method, or a batched one.
-template <class S, auto E>
-void serve_entry(instance& inst, connection& c, const wire::frame_header& h,
-                 std::span<const char> payload) {
-  if constexpr (tlaunch::detail::batched_entry<decltype(E)>::value)
-    serve_batched<S, decltype(E)::method>(inst, c, h, payload);
-  else
-    serve<S, E>(inst, c, h, payload);
-}
-
+// The table of a service: one entry per listed method, served by the function its ops'
+// type selects (shared by every method of the same signature).
 template <class S, class List = typename tlaunch::detail::rpc_list<S>::type>
 struct dispatch_table;
 template <class S, auto... Ms>
 struct dispatch_table<S, methods<Ms...>> {
   static_assert(tlaunch::detail::check_service<S>());
   static constexpr dispatch_entry entries[sizeof...(Ms) + 1] = {
-      {tlaunch::detail::method_id<tlaunch::detail::entry_method_v<Ms>>(), &serve_entry<S, Ms>,
-       tlaunch::detail::member_name<tlaunch::detail::entry_method_v<Ms>>()}...,
-      {0, nullptr, {}}};
+      {ops_of<tlaunch::detail::entry_method_v<Ms>>.id,
+       &serve<std::remove_cvref_t<decltype(ops_of<tlaunch::detail::entry_method_v<Ms>>)>>,
+       ops_of<tlaunch::detail::entry_method_v<Ms>>.name,
+       &ops_of<tlaunch::detail::entry_method_v<Ms>>}...,
+      {0, nullptr, {}, nullptr}};
   static std::span<const dispatch_entry> get() { return {entries, sizeof...(Ms)}; }
 };
 

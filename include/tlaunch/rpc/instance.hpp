@@ -23,15 +23,17 @@ namespace tlaunch::rpc {
 struct instance;
 using strand_type = asio::strand<asio::io_context::executor_type>;
 
-// Serves one call frame: deserializes the arguments on the reader's thread,
-// runs the method on the instance's strand, sends the reply on the connection.
-using invoker = void (*)(instance&, connection&, const wire::frame_header&,
+// Serves one call frame of the method whose ops (rpc/method_ops.hpp) it is given:
+// deserializes the arguments on the reader's thread, runs the method on the instance's
+// strand, sends the reply on the connection.
+using invoker = void (*)(const void* ops, instance&, connection&, const wire::frame_header&,
                          std::span<const char> payload);
 
 struct dispatch_entry {
   std::uint64_t id;
   invoker serve;
   std::string_view name;  // "Counter::add"
+  const void* ops;        // the method's rpc::method_ops, as serve reads them
 };
 
 // The calls waiting for one batched method of an instance (rpc/batcher.hpp).

@@ -545,7 +545,7 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
                          ") exposes no method with id " + std::to_string(h.method));
     return;
   }
-  e->serve(*inst, c, h, payload);
+  e->serve(e->ops, *inst, c, h, payload);
 }
 
 TLAUNCH_DECL void runtime::on_control(const std::shared_ptr<rpc::connection>& c,

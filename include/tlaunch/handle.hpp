@@ -48,16 +48,6 @@ struct handle_access {
 template <auto M>
 using result_of = typename call_traits<M>::result;
 
-template <class R>
-struct completion_signature_of {
-  using type = void(std::exception_ptr, R);
-};
-template <>
-struct completion_signature_of<void> {
-  using type = void(std::exception_ptr);
-};
-template <class R>
-using completion_signature = typename completion_signature_of<R>::type;
 
 // ---- Checks of a call, reported as service.hpp explains: the error line names the
 // method and the argument position (from 1). Given is the argument's type as forwarded.
@@ -180,18 +170,6 @@ auto call_args(A&&... args) {
   return typename call_traits<M>::args(std::forward<A>(args)...);
 }
 
-// The call as an awaitable: the initiation's own, not a coroutine around it
-// (one frame per call).
-template <class R, class Args, rpc::method_kind K>
-auto initiate_call(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
-                   const rpc::method_ops<R, Args, K>& m, Args&& args) {
-  return asio::async_initiate<const asio::use_awaitable_t<>, completion_signature<R>>(
-      [rt, flat, direct, opt, m = &m](auto handler, Args&& t) {
-        rpc::start_call(*rt, flat, direct, opt, *m, std::move(t), std::move(handler));
-      },
-      asio::use_awaitable, std::move(args));
-}
-
 // A plain method of an instance in this process, without a deadline. On the
 // process's only io thread it runs as soon as this is awaited, when its strand
 // is idle, and the caller goes on at once: no trip through the io_context,
@@ -201,7 +179,7 @@ asio::awaitable<R> call_colocated(runtime* rt, std::uint32_t flat, rpc::instance
                                   const rpc::method_ops<R, Args, rpc::method_kind::plain>& m,
                                   Args args) {
   if (!rt->on_only_io_thread())
-    co_return co_await initiate_call(rt, flat, inst, call_options{}, m, std::move(args));
+    co_return co_await rpc::awaited_call(*rt, flat, inst, {}, m, std::move(args));
   std::exception_ptr e;
   rpc::result_holder<R> r{};
   bool ran = false;
@@ -230,7 +208,7 @@ asio::awaitable<R> call_method(runtime* rt, std::uint32_t flat, rpc::instance* d
       if (rpc::instance* inst = direct ? direct : rt->local(flat))
         return call_colocated<R, Args>(rt, flat, inst, m, std::move(args));
   }
-  return initiate_call(rt, flat, direct, opt, m, std::move(args));
+  return rpc::awaited_call(*rt, flat, direct, opt.timeout, m, std::move(args));
 }
 
 // handle::async's body, per result and argument types.
@@ -293,7 +271,7 @@ template <class R, class Args, rpc::method_kind K>
 future<R> start_future(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
                        const rpc::method_ops<R, Args, K>& m, Args&& args) {
   auto s = std::allocate_shared<future_state<R>>(pool_allocator<future_state<R>>{});
-  rpc::start_call(*rt, flat, direct, opt, m, std::move(args), future_handler<R>{s});
+  rpc::start_future_call(*rt, flat, direct, opt.timeout, m, std::move(args), s);
   return future_access::make(std::move(s));
 }
 

@@ -20,6 +20,7 @@
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
 
 #include "../detail/small_pool.hpp"
 #include "../wire/codec.hpp"
@@ -82,6 +83,18 @@ std::pair<std::exception_ptr, result_holder<R>> decode_reply(const call_target& 
 }  // namespace rpc
 
 namespace detail {
+
+// The completion signature of a call of result type R.
+template <class R>
+struct completion_signature_of {
+  using type = void(std::exception_ptr, R);
+};
+template <>
+struct completion_signature_of<void> {
+  using type = void(std::exception_ptr);
+};
+template <class R>
+using completion_signature = typename completion_signature_of<R>::type;
 
 template <class R>
 struct future_state;
@@ -237,33 +250,6 @@ void complete_on_executor(Handler&& h, const asio::any_io_executor& fallback, st
   }
 }
 
-template <class R, class Handler>
-class remote_call final : public remote_call_base {
- public:
-  remote_call(Handler&& h, call_target t, asio::any_io_executor fallback)
-      : remote_call_base(t), handler_(std::move(h)), fallback_(std::move(fallback)) {}
-
-  void complete(const wire::frame_header& h, std::span<const char> payload) override {
-    auto [e, r] = decode_reply<R>(target_, h, payload);
-    finish(std::move(e), std::move(r));
-  }
-  void fail_unavailable(const std::string& why) override {
-    finish(tlaunch::detail::make_error<unavailable>(target_.site(), why), {});
-  }
-  void fail(std::exception_ptr e) override { finish(std::move(e), {}); }
-
- private:
-  void finish(std::exception_ptr e, result_holder<R>&& r) {
-    if (timer) {
-      std::lock_guard lk(timer_mu);
-      timer->cancel();
-    }
-    complete_on_executor<R>(std::move(handler_), fallback_, std::move(e), std::move(r));
-  }
-  Handler handler_;
-  asio::any_io_executor fallback_;
-};
-
 // A local call of a batched method, waiting in its batch.
 template <class R, class Done>
 struct local_batch_completion final : batch_completion<R> {
@@ -363,34 +349,6 @@ void run_local(const method_ops<R, Args, K>& m, instance& inst, call_target targ
   }
 }
 
-// A local call with a deadline or a cancellation slot: whichever of reply,
-// timer and cancellation comes first completes the handler.
-template <class R, class Handler>
-struct local_race final : local_race_base {
-  local_race(Handler&& h, call_target t, asio::any_io_executor fb, strand_type s)
-      : local_race_base(t, std::move(s)), handler(std::move(h)), fallback(std::move(fb)) {}
-
-  bool finish(std::exception_ptr e, result_holder<R>&& r) {
-    std::optional<Handler> h;
-    {
-      std::lock_guard lk(mu);
-      if (handler) {
-        h.emplace(std::move(*handler));
-        handler.reset();
-      }
-    }
-    if (!h) return false;
-    if (timer) timer->cancel();
-    complete_on_executor<R>(std::move(*h), fallback, std::move(e), std::move(r));
-    return true;
-  }
-  bool fail(std::exception_ptr e) override { return finish(std::move(e), {}); }
-
-  std::mutex mu;
-  std::optional<Handler> handler;
-  asio::any_io_executor fallback;
-};
-
 // Whether an argument tuple goes out as a frame built on the stack.
 template <class Tuple>
 inline constexpr bool small_args = false;
@@ -403,149 +361,138 @@ auto small_frame_of(const std::tuple<T...>& args) {
   return std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
 }
 
-template <class R, class Args, method_kind K, class Handler>
-void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
-                const method_ops<R, Args, K>& m, std::type_identity_t<Args>&& args,
-                Handler&& handler);
-
-// A call to an instance being restarted, waiting for its new address
-// (call_paths.hpp's park_call): then it starts with what is left of its deadline.
-template <class R, class Args, method_kind K, class Handler>
-struct parked_call final : parked_call_base {
-  parked_call(rpc::runtime& r, std::uint32_t f, instance* d, const method_ops<R, Args, K>& o,
-              call_target t, Args&& a, Handler&& h)
-      : parked_call_base(t),
-        rt(r),
-        flat(f),
-        direct(d),
-        m(o),
-        args(std::move(a)),
-        handler(std::move(h)) {}
-  void fail(std::exception_ptr e) override {
-    complete_on_executor<R>(std::move(handler), any_executor_of(rt.io), std::move(e), {});
+// A call's op (call_paths.hpp) as its result type sees it: a reply is decoded into R.
+template <class R>
+class call_op_of : public call_op {
+ public:
+  using call_op::call_op;
+  // Completes the caller with the outcome, unless the call has completed.
+  virtual void finish(std::exception_ptr e, result_holder<R>&& r) = 0;
+  void complete(const wire::frame_header& h, std::span<const char> payload) override {
+    auto [e, r] = decode_reply<R>(target, h, payload);
+    finish(std::move(e), std::move(r));
   }
-  void resume(std::chrono::milliseconds timeout_left) override {
-    start_call(rt, flat, direct, call_options{timeout_left}, m, std::move(args),
-               std::move(handler));
-  }
-  rpc::runtime& rt;
-  std::uint32_t flat;
-  instance* direct;
-  const method_ops<R, Args, K>& m;
-  Args args;
-  Handler handler;
 };
 
-// Starts a call of method m with its (decayed) argument tuple; the handler receives
-// void(std::exception_ptr) or void(std::exception_ptr, R).
+// The part of a call's op that holds the caller's handler: per result and handler types.
+template <class R, class Handler>
+class call_op_for : public call_op_of<R> {
+ public:
+  using call_op_of<R>::call_op_of;
+  void finish(std::exception_ptr e, result_holder<R>&& r) final {
+    if (!this->claim()) return;
+    this->stop_timer();
+    complete_on_executor<R>(std::move(*handler), any_executor_of(this->rt.io), std::move(e),
+                            std::move(r));
+  }
+  void deliver_error(std::exception_ptr e) final {
+    complete_on_executor<R>(std::move(*handler), any_executor_of(this->rt.io), std::move(e), {});
+  }
+  asio::cancellation_slot caller_slot() final {
+    return asio::get_associated_cancellation_slot(*handler);
+  }
+  // Set before the call starts.
+  std::optional<Handler> handler;
+};
+
+// The typed op of a call of method m: its arguments, how they are sent, how the method
+// runs locally. Per signature and handler type.
 template <class R, class Args, method_kind K, class Handler>
-void start_call(rpc::runtime& rt, std::uint32_t flat, instance* direct, const call_options& opt,
-                const method_ops<R, Args, K>& m, std::type_identity_t<Args>&& args,
-                Handler&& handler) {
-  call_target target{&rt, flat, m.name};
-  instance* inst = direct ? direct : rt.local(flat);
+class typed_call_op final : public call_op_for<R, Handler> {
+ public:
+  typed_call_op(rpc::runtime& rt, std::uint32_t flat, instance* direct,
+                std::chrono::milliseconds timeout, const method_ops<R, Args, K>& m, Args&& args)
+      : call_op_for<R, Handler>(rt, flat, direct, timeout, m.id, m.name, K),
+        m_(m),
+        args_(std::move(args)) {}
 
-  if (inst) {  // same process: straight onto the target's strand, no serialization
-    asio::any_io_executor fallback = any_executor_of(rt.io);
-    auto slot = asio::get_associated_cancellation_slot(handler);
-    // On the process's only io thread, a plain method without a deadline runs
-    // at once when its strand is idle (it cannot be interrupted, and nothing
-    // else could run meanwhile), so there is nothing to race.
-    bool at_once = K == method_kind::plain && opt.timeout.count() == 0 && rt.on_only_io_thread();
-    if (at_once || (opt.timeout.count() == 0 && !slot.is_connected())) {
-      run_local(
-          m, *inst, target, std::move(args),
-          [h = std::forward<Handler>(handler), fallback](std::exception_ptr e,
-                                                         result_holder<R>&& r) mutable {
-            complete_on_executor<R>(std::move(h), fallback, std::move(e), std::move(r));
-          },
-          {}, at_once);
-      return;
-    }
-    // A deadline or a cancellation slot: the first of reply, timer and
-    // cancellation completes the call; a coroutine method is also cancelled.
-    using race_t = local_race<R, std::decay_t<Handler>>;
-    auto race =
-        std::make_shared<race_t>(std::forward<Handler>(handler), target, fallback, inst->strand);
-    race->leaves_batch = K == method_kind::batched;
-    if (opt.timeout.count() > 0) {
-      race->timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
-      arm_local_deadline(race);
-    }
-    asio::cancellation_slot target_slot = race->signal.slot();
-    run_local(
-        m, *inst, target, std::move(args),
-        [race](std::exception_ptr e, result_holder<R>&& r) {
-          race->finish(std::move(e), std::move(r));
-        },
-        target_slot);
-    if (slot.is_connected()) cancel_local_on(slot, race);
-    return;
-  }
-
-  std::string why;
-  std::shared_ptr<connection> held;
-  connection* conn = rt.connection_for(flat, why, held);
-  if (!conn && rt.restarting(flat)) {
-    park_call(rt, flat, opt.timeout,
-              std::make_shared<parked_call<R, Args, K, std::decay_t<Handler>>>(
-                  rt, flat, direct, m, target, std::move(args), std::forward<Handler>(handler)),
-              why);
-    return;
-  }
-  if (!conn) {
-    complete_on_executor<R>(std::forward<Handler>(handler), any_executor_of(rt.io),
-                            tlaunch::detail::make_error<unavailable>(target.site(), why), {});
-    return;
-  }
-  const wire::frame_header h{.type = wire::kind::call,
-                             .target = flat,
-                             .aux = static_cast<std::uint32_t>(opt.timeout.count()),
-                             .method = m.id};
-  // Plain numbers are written into a frame on the stack; anything else is
-  // serialized into a frame buffer.
-  auto send = [&](std::shared_ptr<pending_call> p) -> std::uint64_t {
+  std::uint64_t send(connection& conn, const wire::frame_header& h) override {
+    std::shared_ptr<pending_call> self = this->shared_from_this();
+    // Plain numbers are written into a frame on the stack; anything else is serialized
+    // into a frame buffer.
     if constexpr (small_args<Args>) {
-      auto f = small_frame_of(args);
-      return conn->start_call(f.span(), h, std::move(p));
+      auto f = small_frame_of(args_);
+      return conn.start_call(f.span(), h, std::move(self));
     } else {
       wire::frame_buffer f(64);
-      std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
-      return conn->start_call(std::move(f), h, std::move(p));
+      std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args_);
+      return conn.start_call(std::move(f), h, std::move(self));
     }
-  };
-  if constexpr (std::is_same_v<std::decay_t<Handler>, tlaunch::detail::future_handler<R>>) {
-    if (opt.timeout.count() == 0) {  // the future's own state waits for the reply
-      handler.s->target = target;
+  }
+  void run_local(instance& inst, asio::cancellation_slot cancel, bool at_once) override {
+    rpc::run_local(
+        m_, inst, this->target, std::move(args_),
+        [self = std::static_pointer_cast<call_op_of<R>>(this->shared_from_this())](
+            std::exception_ptr e, result_holder<R>&& r) { self->finish(std::move(e), std::move(r)); },
+        cancel, at_once);
+  }
+
+ private:
+  const method_ops<R, Args, K>& m_;
+  Args args_;
+};
+
+// The handler use_awaitable gives a call of result type R.
+template <class R>
+using awaitable_handler_of =
+    typename asio::async_result<asio::use_awaitable_t<>,
+                                tlaunch::detail::completion_signature<R>>::handler_type;
+
+// The initiation of an awaited call: per result type, whatever the method.
+template <class R>
+struct start_awaited {
+  template <class Handler>
+  void operator()(Handler&& h, std::shared_ptr<call_op_for<R, awaitable_handler_of<R>>> op) const {
+    op->handler.emplace(std::forward<Handler>(h));
+    start_call_op(std::move(op));
+  }
+};
+
+// A call of m as an awaitable: the initiation's own, not a coroutine around it (one frame
+// per call), and instantiated per result type.
+template <class R, class Args, method_kind K>
+asio::awaitable<R> awaited_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
+                                std::chrono::milliseconds timeout, const method_ops<R, Args, K>& m,
+                                Args&& args) {
+  using op_t = typed_call_op<R, Args, K, awaitable_handler_of<R>>;
+  std::shared_ptr<call_op_for<R, awaitable_handler_of<R>>> op = std::allocate_shared<op_t>(
+      tlaunch::detail::pool_allocator<op_t>{}, rt, flat, direct, timeout, m, std::move(args));
+  return asio::async_initiate<const asio::use_awaitable_t<>,
+                              tlaunch::detail::completion_signature<R>>(
+      start_awaited<R>{}, asio::use_awaitable, std::move(op));
+}
+
+// Starts a call of m whose outcome fills the future state s. Remote and without a
+// deadline, s itself waits for the reply (one allocation per call), and plain numbers
+// may join the batch of other calls; anything else goes the way of every call.
+template <class R, class Args, method_kind K>
+void start_future_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
+                       std::chrono::milliseconds timeout, const method_ops<R, Args, K>& m,
+                       Args&& args, std::shared_ptr<tlaunch::detail::future_state<R>> s) {
+  if (timeout.count() == 0 && !direct && !rt.local(flat)) {
+    std::string why;
+    std::shared_ptr<connection> held;
+    if (connection* conn = rt.connection_for(flat, why, held)) {
+      s->target = call_target{&rt, flat, m.name};
+      const wire::frame_header h{.type = wire::kind::call, .target = flat, .method = m.id};
       if constexpr (small_args<Args>) {
         // Nothing needs its id: it may join the batch's other calls.
         auto f = small_frame_of(args);
-        conn->start_call_batched(f.span(), h, std::move(handler.s));
+        conn->start_call_batched(f.span(), h, std::move(s));
       } else {
-        send(std::move(handler.s));
+        wire::frame_buffer f(64);
+        std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
+        conn->start_call(std::move(f), h, std::move(s));
       }
       return;
     }
   }
-  auto slot = asio::get_associated_cancellation_slot(handler);
-  using pending_t = remote_call<R, std::decay_t<Handler>>;
-  auto p = std::allocate_shared<pending_t>(tlaunch::detail::pool_allocator<pending_t>{},
-                                           std::forward<Handler>(handler), target,
-                                           any_executor_of(rt.io));
-  std::shared_ptr<asio::steady_timer> timer;
-  if (opt.timeout.count() > 0) {
-    timer = std::make_shared<asio::steady_timer>(any_executor_of(rt.io), opt.timeout);
-    p->timer = timer;
-  }
-  std::uint64_t id = send(p);
-  if (id == 0) return;  // already failed
-  if (timer) {
-    // Under the pending call's lock: the reply may already be cancelling the
-    // timer on the reader's thread.
-    std::lock_guard lk(p->timer_mu);
-    arm_remote_deadline(*conn, id, timer);
-  }
-  if (slot.is_connected()) cancel_remote_on(slot, *conn, id);
+  using handler_t = tlaunch::detail::future_handler<R>;
+  using op_t = typed_call_op<R, Args, K, handler_t>;
+  auto op = std::allocate_shared<op_t>(tlaunch::detail::pool_allocator<op_t>{}, rt, flat, direct,
+                                       timeout, m, std::move(args));
+  op->handler.emplace(handler_t{std::move(s)});
+  start_call_op(std::move(op));
 }
 
 }  // namespace rpc

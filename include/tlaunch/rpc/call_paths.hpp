@@ -1,9 +1,9 @@
-// The cold paths of a call and of a served call that depend on neither the method nor the
-// completion handler: deadlines, cancellation, a local call racing its timeout, a call
-// waiting for a restart. call.hpp and dispatch.hpp are templates on the method and handler;
-// what they hand to an asio timer, slot or strand here is not, so asio's completion
-// machinery for it is instantiated once (with TLAUNCH_SEPARATE_COMPILATION: compiled once,
-// in the library) instead of once per method in every translation unit.
+// The paths of a call and of a served call that depend on neither the method nor its types:
+// where a call goes (a local instance, a connection, the wait for a restart), deadlines,
+// cancellation, a local call racing its timeout. call.hpp and dispatch.hpp hold only what
+// depends on the result and argument types (encoding, decoding, invoking) and hand the rest
+// to these, which are instantiated once (with TLAUNCH_SEPARATE_COMPILATION: compiled once,
+// in the library) instead of once per signature in every translation unit.
 #pragma once
 
 #include <atomic>
@@ -54,76 +54,67 @@ TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(const strand_t
 // The same for the io_context's own executor (a call's fallback for completing its handler).
 TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(asio::io_context& io);
 
-// A remote call waiting in a connection's call table, as its deadline and its cancellation
-// see it (call.hpp's remote_call is the rest).
-class remote_call_base : public pending_call {
+// How a method runs: a plain function, a coroutine, or batched (tlaunch::batched).
+enum class method_kind { plain, coroutine, batched };
+
+// One call of a method by a caller in this process, as the call path's shared code sees it:
+// where it goes, its deadline, its kind, and a few typed hooks (call.hpp's typed_call_op
+// holds the arguments and the caller's handler). start_call_op, compiled once, decides the
+// rest: a local call or a remote one, the restart wait, deadlines and cancellation. The op
+// is also the remote call's pending_call. Its first outcome completes it (claim()); any
+// later one (a reply after the deadline fired, a cancellation after the reply) is dropped.
+class call_op : public pending_call, public std::enable_shared_from_this<call_op> {
  public:
-  explicit remote_call_base(call_target t) : target_(t) {}
-  // Completes the call with `e` (it has left the call table).
-  virtual void fail(std::exception_ptr e) = 0;
-  const call_target& target() const { return target_; }
+  call_op(rpc::runtime& r, std::uint32_t f, instance* d, std::chrono::milliseconds t,
+          std::uint64_t method_id, std::string_view name, method_kind k)
+      : target{&r, f, name}, rt(r), flat(f), direct(d), timeout(t), method(method_id), kind(k) {}
 
-  std::shared_ptr<asio::steady_timer> timer;
-  std::mutex timer_mu;  // orders the timer's async_wait and cancel across threads
+  // ---- Typed hooks (call.hpp)
+  // Serializes the arguments into a call frame with header h and starts it on conn, this
+  // op waiting for its reply; the call's id, or 0 when it failed at once (and completed).
+  virtual std::uint64_t send(connection& conn, const wire::frame_header& h) = 0;
+  // Runs the method on inst's strand (right here when at_once and the strand is idle; a
+  // coroutine or batched method bound to `cancel`); its outcome completes this op.
+  virtual void run_local(instance& inst, asio::cancellation_slot cancel, bool at_once) = 0;
+  // The caller's cancellation slot (its handler's); read before the op completes.
+  virtual asio::cancellation_slot caller_slot() = 0;
+  // Completes the caller with error e; called once, after claim().
+  virtual void deliver_error(std::exception_ptr e) = 0;
 
- protected:
-  call_target target_;
-};
-
-// When `timer` expires, takes call `id` from `conn`'s table, if its reply has not come, and
-// fails it with tlaunch::timeout. Called with the call's timer_mu held.
-TLAUNCH_RPC_CALL_PATHS_DECL void arm_remote_deadline(connection& conn, std::uint64_t id,
-                                                     const std::shared_ptr<asio::steady_timer>& timer);
-
-// When `slot` is emitted, takes call `id` from `conn`'s table and fails it with
-// tlaunch::cancelled.
-template <class Slot>
-void cancel_remote_on(Slot& slot, connection& conn, std::uint64_t id) {
-  slot.assign([weak = conn.weak_from_this(), id](asio::cancellation_type) {
-    if (auto c = weak.lock())
-      if (auto pc = c->abandon_call(id)) {
-        auto* pt = static_cast<remote_call_base*>(pc.get());
-        pt->fail(tlaunch::detail::make_error<tlaunch::cancelled>(pt->target().site()));
-      }
-  });
-}
-TLAUNCH_RPC_CALL_PATHS_DECL void cancel_remote_on(asio::cancellation_slot slot, connection& conn,
-                                                  std::uint64_t id);
-
-// A call to an instance of this process that a timeout or a cancellation may end first
-// (call.hpp's local_race holds the handler).
-class local_race_base : public std::enable_shared_from_this<local_race_base> {
- public:
-  local_race_base(call_target t, strand_type s) : target(t), strand(std::move(s)) {}
-  virtual ~local_race_base() = default;
-  // Completes the call with `e` unless it has completed; true if this call did.
-  virtual bool fail(std::exception_ptr e) = 0;
-  // Completes with e and cancels a coroutine method still running. A call
-  // waiting in a batch leaves it first, on the strand: once the caller sees the
-  // error, its call no longer counts toward any batch.
-  TLAUNCH_RPC_CALL_PATHS_DECL void abort(std::exception_ptr e);
+  // ---- Shared
+  // True for the first outcome only.
+  bool claim() { return !claimed_.exchange(true, std::memory_order_acq_rel); }
+  // Completes the call with e unless it has completed; true if this did.
+  TLAUNCH_RPC_CALL_PATHS_DECL bool fail(std::exception_ptr e);
+  TLAUNCH_RPC_CALL_PATHS_DECL void fail_unavailable(const std::string& why) override;
+  // Stops the deadline timer, if any (the first step of every completion).
+  TLAUNCH_RPC_CALL_PATHS_DECL void stop_timer();
+  // A local call ends early (deadline, cancellation): completes with e and cancels a
+  // coroutine method still running. A call waiting in a batch leaves it first, on the
+  // strand: once the caller sees the error, its call no longer counts toward any batch.
+  TLAUNCH_RPC_CALL_PATHS_DECL void abort_local(std::exception_ptr e);
 
   call_target target;
-  strand_type strand;
-  asio::cancellation_signal signal;  // emitted on the strand only
-  std::shared_ptr<asio::steady_timer> timer;
-  bool leaves_batch = false;  // the call is of a batched method
+  rpc::runtime& rt;
+  std::uint32_t flat;
+  instance* direct;
+  std::chrono::milliseconds timeout;  // 0: no deadline
+  std::uint64_t method;
+  method_kind kind;
+  std::shared_ptr<asio::steady_timer> timer;  // the deadline, when there is one
+  std::mutex timer_mu;  // orders the timer's async_wait and cancel across threads
+  instance* local = nullptr;          // a local call that may end early: its instance
+  asio::cancellation_signal signal;   // ... and what cancels its method (on the strand)
+
+ private:
+  std::atomic<bool> claimed_{false};
 };
 
-// Aborts `race` with tlaunch::timeout when its timer expires.
-TLAUNCH_RPC_CALL_PATHS_DECL void arm_local_deadline(const std::shared_ptr<local_race_base>& race);
+// Starts the call: on an instance of this process (a direct call on its strand), or over
+// the connection to its target, or, while the target is being restarted, after it is back.
+TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op);
 
-// Aborts `race` with tlaunch::cancelled when `slot` is emitted.
-template <class Slot>
-void cancel_local_on(Slot& slot, const std::shared_ptr<local_race_base>& race) {
-  slot.assign([weak = std::weak_ptr<local_race_base>(race)](asio::cancellation_type) {
-    if (auto r = weak.lock()) r->abort(tlaunch::detail::make_error<tlaunch::cancelled>(r->target.site()));
-  });
-}
-TLAUNCH_RPC_CALL_PATHS_DECL void cancel_local_on(asio::cancellation_slot slot,
-                                                 const std::shared_ptr<local_race_base>& race);
-
-// A call waiting for its target to come back from a restart (call.hpp's parked_call).
+// A call waiting for its target to come back from a restart (park_call).
 struct parked_call_base {
   explicit parked_call_base(call_target t) : target(t) {}
   virtual ~parked_call_base() = default;
@@ -187,47 +178,126 @@ TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(asio::io_conte
   return io.get_executor();
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void arm_remote_deadline(connection& conn, std::uint64_t id,
-                                                     const std::shared_ptr<asio::steady_timer>& timer) {
-  timer->async_wait([weak = conn.weak_from_this(), id, timer](std::error_code ec) {
-    if (ec) return;
-    if (auto c = weak.lock())
-      if (auto pc = c->abandon_call(id)) {
-        auto* pt = static_cast<remote_call_base*>(pc.get());
-        pt->fail(tlaunch::detail::make_error<tlaunch::timeout>(pt->target().site()));
-      }
-  });
+TLAUNCH_RPC_CALL_PATHS_DECL bool call_op::fail(std::exception_ptr e) {
+  if (!claim()) return false;
+  stop_timer();
+  deliver_error(std::move(e));
+  return true;
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void cancel_remote_on(asio::cancellation_slot slot, connection& conn,
-                                                  std::uint64_t id) {
-  cancel_remote_on<asio::cancellation_slot>(slot, conn, id);
+TLAUNCH_RPC_CALL_PATHS_DECL void call_op::fail_unavailable(const std::string& why) {
+  fail(tlaunch::detail::make_error<unavailable>(target.site(), why));
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void local_race_base::abort(std::exception_ptr e) {
-  if (leaves_batch) {
-    asio::post(strand, [self = shared_from_this(), e = std::move(e)]() mutable {
+TLAUNCH_RPC_CALL_PATHS_DECL void call_op::stop_timer() {
+  if (!timer) return;
+  // Under the lock: the start may still be arming it on another thread.
+  std::lock_guard lk(timer_mu);
+  timer->cancel();
+}
+
+TLAUNCH_RPC_CALL_PATHS_DECL void call_op::abort_local(std::exception_ptr e) {
+  if (kind == method_kind::batched) {
+    asio::post(local->strand, [self = shared_from_this(), e = std::move(e)]() mutable {
       self->signal.emit(asio::cancellation_type::terminal);
       self->fail(std::move(e));
     });
     return;
   }
   if (!fail(std::move(e))) return;
-  asio::post(strand,
+  asio::post(local->strand,
              [self = shared_from_this()] { self->signal.emit(asio::cancellation_type::terminal); });
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void arm_local_deadline(const std::shared_ptr<local_race_base>& race) {
-  race->timer->async_wait(
-      [weak = std::weak_ptr<local_race_base>(race), t = race->timer](std::error_code ec) {
-        if (ec) return;
-        if (auto r = weak.lock()) r->abort(tlaunch::detail::make_error<tlaunch::timeout>(r->target.site()));
-      });
-}
+namespace detail {
 
-TLAUNCH_RPC_CALL_PATHS_DECL void cancel_local_on(asio::cancellation_slot slot,
-                                                 const std::shared_ptr<local_race_base>& race) {
-  cancel_local_on<asio::cancellation_slot>(slot, race);
+// The op as a call waiting for a restart (park_call).
+struct parked_op final : parked_call_base {
+  explicit parked_op(std::shared_ptr<call_op> o) : parked_call_base(o->target), op(std::move(o)) {}
+  void fail(std::exception_ptr e) override { op->fail(std::move(e)); }
+  void resume(std::chrono::milliseconds timeout_left) override {
+    op->timeout = timeout_left;
+    start_call_op(std::move(op));
+  }
+  std::shared_ptr<call_op> op;
+};
+
+}  // namespace detail
+
+TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op) {
+  call_op& c = *op;
+  if (instance* inst = c.direct ? c.direct : c.rt.local(c.flat)) {
+    // Same process: straight onto the target's strand, no serialization.
+    asio::cancellation_slot slot = c.caller_slot();
+    // On the process's only io thread, a plain method without a deadline runs at once
+    // when its strand is idle (it cannot be interrupted, and nothing else could run
+    // meanwhile), so there is nothing to race.
+    bool at_once =
+        c.kind == method_kind::plain && c.timeout.count() == 0 && c.rt.on_only_io_thread();
+    if (at_once || (c.timeout.count() == 0 && !slot.is_connected())) {
+      c.run_local(*inst, {}, at_once);
+      return;
+    }
+    // A deadline or a cancellation slot: the first of reply, timer and cancellation
+    // completes the call; a coroutine method is also cancelled.
+    c.local = inst;
+    if (c.timeout.count() > 0) {
+      c.timer = std::make_shared<asio::steady_timer>(any_executor_of(c.rt.io), c.timeout);
+      c.timer->async_wait([weak = std::weak_ptr<call_op>(op), t = c.timer](std::error_code ec) {
+        if (ec) return;
+        if (auto r = weak.lock())
+          r->abort_local(tlaunch::detail::make_error<tlaunch::timeout>(r->target.site()));
+      });
+    }
+    c.run_local(*inst, c.signal.slot(), false);
+    if (slot.is_connected())
+      slot.assign([weak = std::weak_ptr<call_op>(op)](asio::cancellation_type) {
+        if (auto r = weak.lock())
+          r->abort_local(tlaunch::detail::make_error<tlaunch::cancelled>(r->target.site()));
+      });
+    return;
+  }
+
+  std::string why;
+  std::shared_ptr<connection> held;
+  connection* conn = c.rt.connection_for(c.flat, why, held);
+  if (!conn && c.rt.restarting(c.flat)) {
+    park_call(c.rt, c.flat, c.timeout, std::make_shared<detail::parked_op>(std::move(op)), why);
+    return;
+  }
+  if (!conn) {
+    c.fail(tlaunch::detail::make_error<unavailable>(c.target.site(), why));
+    return;
+  }
+  const wire::frame_header h{.type = wire::kind::call,
+                             .target = c.flat,
+                             .aux = static_cast<std::uint32_t>(c.timeout.count()),
+                             .method = c.method};
+  asio::cancellation_slot slot = c.caller_slot();
+  if (c.timeout.count() > 0)
+    c.timer = std::make_shared<asio::steady_timer>(any_executor_of(c.rt.io), c.timeout);
+  const std::uint64_t id = c.send(*conn, h);
+  if (id == 0) return;  // already failed
+  if (c.timer) {
+    // Under the lock: the reply may already be stopping the timer on the reader's thread.
+    std::lock_guard lk(c.timer_mu);
+    c.timer->async_wait([weak = conn->weak_from_this(), id, t = c.timer](std::error_code ec) {
+      if (ec) return;
+      if (auto cn = weak.lock())
+        if (auto pc = cn->abandon_call(id)) {
+          auto* o = static_cast<call_op*>(pc.get());
+          o->fail(tlaunch::detail::make_error<tlaunch::timeout>(o->target.site()));
+        }
+    });
+  }
+  if (slot.is_connected())
+    slot.assign([weak = conn->weak_from_this(), id](asio::cancellation_type) {
+      if (auto cn = weak.lock())
+        if (auto pc = cn->abandon_call(id)) {
+          auto* o = static_cast<call_op*>(pc.get());
+          o->fail(tlaunch::detail::make_error<tlaunch::cancelled>(o->target.site()));
+        }
+    });
 }
 
 TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,

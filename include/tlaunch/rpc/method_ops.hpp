@@ -18,6 +18,7 @@
 #include <asio/awaitable.hpp>
 
 #include "batcher.hpp"
+#include "call_paths.hpp"  // method_kind
 #include "instance.hpp"
 #include "method.hpp"
 
@@ -26,9 +27,6 @@ namespace tlaunch::rpc {
 // A result as a value: std::monostate for void.
 template <class R>
 using result_holder = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-
-// How a method runs: a plain function, a coroutine, or batched (tlaunch::batched).
-enum class method_kind { plain, coroutine, batched };
 
 // Method ops of a call whose (per request) result is R and whose decayed argument tuple is
 // Args: invoke for a plain method, invoke_coroutine for a coroutine, batch_add and

@@ -278,7 +278,7 @@ per_method() {
   awk -v label="$label" -v d=$((b - a)) \
       -v tc="${tl_cpu[$b]}" -v tc0="${tl_cpu[$a]}" -v tm="${tl_mb[$b]}" -v tm0="${tl_mb[$a]}" \
       -v pc="${pl_cpu[$b]}" -v pc0="${pl_cpu[$a]}" -v pm="${pl_mb[$b]}" -v pm0="${pl_mb[$a]}" \
-      'BEGIN { printf "%-28s %13.3f %10.2f %11.3f %8.2f %15.3f\n", label, (tc - tc0) / d,
+      'BEGIN { printf "%-28s  %13.3f  %10.2f  %11.3f  %8.2f  %15.3f\n", label, (tc - tc0) / d,
                (tm - tm0) / d, (pc - pc0) / d, (pm - pm0) / d, ((tc - tc0) - (pc - pc0)) / d }'
 }
 
@@ -299,8 +299,8 @@ run_methods() {
   echo "         generated into $gen_dir/"
   echo
   ((dry_run)) ||
-    printf '%6s %13s %10s %11s %8s %9s\n' N "tlaunch cpu s" "tlaunch MB" "plain cpu s" "plain MB" \
-      "cpu ratio"
+    printf '%6s  %13s  %10s  %11s  %8s  %9s\n' N "tlaunch cpu s" "tlaunch MB" "plain cpu s" \
+      "plain MB" "cpu ratio"
   for n in "${method_counts[@]}"; do
     bash benchmarks/compile/gen_methods.sh "$n" tlaunch >"$gen_dir/tlaunch_$n.cpp"
     bash benchmarks/compile/gen_methods.sh "$n" plain >"$gen_dir/plain_$n.cpp"
@@ -310,7 +310,7 @@ run_methods() {
     pl_cpu[$n]=$tu_cpu pl_mb[$n]=$tu_mb
     ((dry_run)) ||
       awk -v n="$n" -v tc="${tl_cpu[$n]}" -v tm="${tl_mb[$n]}" -v pc="${pl_cpu[$n]}" \
-          -v pm="${pl_mb[$n]}" 'BEGIN { printf "%6d %13.1f %10d %11.1f %8d %9s\n", n, tc, tm,
+          -v pm="${pl_mb[$n]}" 'BEGIN { printf "%6d  %13.1f  %10d  %11.1f  %8d  %9s\n", n, tc, tm,
                                         pc, pm, (pc > 0 ? sprintf("%.2f", tc / pc) : "-") }'
   done
   ((dry_run)) && return
@@ -321,7 +321,7 @@ run_methods() {
     return
   fi
   local lo=${method_counts[0]} hi=${method_counts[count - 1]}
-  printf '%-28s %13s %10s %11s %8s %15s\n' "cost of one more method" "tlaunch cpu s" \
+  printf '%-28s  %13s  %10s  %11s  %8s  %15s\n' "cost of one more method" "tlaunch cpu s" \
     "tlaunch MB" "plain cpu s" "plain MB" "tlaunch - plain"
   per_method "N=$lo to $hi" "$lo" "$hi"
   if ((count >= 3)); then

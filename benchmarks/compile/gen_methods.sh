@@ -43,6 +43,7 @@ elif [[ $kind == plain ]]; then
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
+#include <cstdio>
 #include <sstream>
 HEAD
 else

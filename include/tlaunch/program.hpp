@@ -91,9 +91,61 @@ struct node_spec {
   }
 };
 
+namespace detail {
+
+// A node name as a pack of chars. clang prints a fixed_string template argument
+// as its bytes ({{99, 111, ...}}) but a char pack as 'c', 'o', ..., so the
+// checks below carry both to name the node under g++ and clang alike.
+template <char... C>
+struct spelled {};
+template <fixed_string S, std::size_t... I>
+spelled<S.value[I]...> spell(std::index_sequence<I...>);
+template <fixed_string S>
+using spelling = decltype(spell<S>(std::make_index_sequence<S.view().size()>{}));
+
+// A std::string or std::vector keeps its contents on the heap, so a constexpr program
+// cannot hold one as a node argument. The compiler alone says so inconsistently (g++ 12
+// accepts a string short enough to be stored inline and rejects a longer one with "refers
+// to a result of operator new"), so node() reports either as one error naming the node,
+// by reaching this non-constexpr function while the program is a constant expression
+// (as node_takes_a_handle_to_a_replicated_node below). A program built at run time (for
+// tlaunch::start) may take them: there it is never called.
+template <class T>
+inline constexpr bool keeps_contents_on_the_heap = false;
+template <class C, class Traits, class Alloc>
+inline constexpr bool keeps_contents_on_the_heap<std::basic_string<C, Traits, Alloc>> = true;
+template <class T, class Alloc>
+inline constexpr bool keeps_contents_on_the_heap<std::vector<T, Alloc>> = true;
+template <fixed_string Node, std::size_t Argument, class Type
+#if defined(__clang__)
+          ,
+          class NodeSpelled = spelling<Node>
+#endif
+          >
+void constexpr_node_argument_is_a_std_string_or_vector() {}  // tlaunch::node: a constexpr program's node arguments are constants; pass a string literal or std::string_view, a std::array, or the value at run time (after --, ctx.args())
+
+// The call under a run-time condition, in a function template (not a lambda): a function
+// that always calls a non-constexpr one is not constexpr itself, and g++ would name it
+// instead.
+template <fixed_string Name, std::size_t I, class Arg>
+constexpr void check_constexpr_node_argument() {
+  if constexpr (keeps_contents_on_the_heap<Arg>)
+    if (std::is_constant_evaluated())
+      constexpr_node_argument_is_a_std_string_or_vector<Name, I, Arg>();
+}
+template <fixed_string Name, class... Args, std::size_t... I>
+constexpr void check_constexpr_node_arguments(std::index_sequence<I...>) {
+  (check_constexpr_node_argument<Name, I, Args>(), ...);
+}
+
+}  // namespace detail
+
 template <detail::fixed_string Name, class T, class... Args>
 constexpr node_spec<Name, T, std::decay_t<Args>...> node(Args&&... args) {
   static_assert(!Name.view().empty(), "tlaunch::node: a node name cannot be empty");
+  if constexpr ((detail::keeps_contents_on_the_heap<std::decay_t<Args>> || ...))
+    detail::check_constexpr_node_arguments<Name, std::decay_t<Args>...>(
+        std::index_sequence_for<Args...>{});
   return {{std::forward<Args>(args)...}, 1, {}};
 }
 
@@ -131,16 +183,6 @@ template <fixed_string Name, class... Nodes>
 constexpr std::size_t count_named() {
   return ((Nodes::name.view() == Name.view() ? 1 : 0) + ... + 0);
 }
-
-// A node name as a pack of chars. clang prints a fixed_string template argument
-// as its bytes ({{99, 111, ...}}) but a char pack as 'c', 'o', ..., so the
-// checks below carry both to name the node under g++ and clang alike.
-template <char... C>
-struct spelled {};
-template <fixed_string S, std::size_t... I>
-spelled<S.value[I]...> spell(std::index_sequence<I...>);
-template <fixed_string S>
-using spelling = decltype(spell<S>(std::make_index_sequence<S.view().size()>{}));
 
 // Each check is a pure predicate, tested with `if constexpr` so that nothing else is
 // instantiated once it fails, and a report named for the problem whose template

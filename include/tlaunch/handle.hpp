@@ -97,9 +97,16 @@ constexpr bool call_arguments_ok() {
 }
 
 // Whether handle<S>::call<M>(a...) with arguments of types A&&... is well-formed.
+// A method listed as batched whose signature cannot be batched (it is then called one
+// request at a time, so that the call site sees the types it expects and tlaunch's error
+// is the only one).
+template <auto M>
+inline constexpr bool batched_signature_ok_for_call =
+    !call_traits<M>::is_batched || batch_signature_ok<M>;
+
 template <class S, auto M, class... A>
-inline constexpr bool call_ok =
-    exposure_ok<S, M> && method_serializable_ok<M> && call_arguments_ok<M, A...>();
+inline constexpr bool call_ok = exposure_ok<S, M> && batched_signature_ok_for_call<M> &&
+                                method_serializable_ok<M> && call_arguments_ok<M, A...>();
 
 // Reports the first reason call_ok is false.
 template <class S, auto M, class... A>
@@ -107,6 +114,9 @@ void report_call() {
   using traits = call_traits<M>;
   if constexpr (!exposure_ok<S, M>) {
     report_exposure<S, M>();
+  } else if constexpr (!batched_signature_ok_for_call<M>) {
+    // The service's own report, instantiated once with the program's: one error.
+    report_service<S>();
   } else if constexpr (!method_serializable_ok<M>) {
     report_method_serializable<M>();
   } else if constexpr (sizeof...(A) != traits::arity) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compiles one compile_fail case with -fsyntax-only and checks the outcome against the
+# Compiles one compile_fail case with -fsyntax-only (as a file of a program linked to the
+# compiled library, the default build) and checks the outcome against the
 # expectations written in the case's own comments:
 #   // expect: compiles            the program must compile (the control case), or
 #   // expect-message: TEXT        the program must be rejected (exit status 1, not a crash)
@@ -79,7 +80,8 @@ expand_names() {
 export LC_ALL=C
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-"${cxx[@]}" -std=c++20 -DASIO_STANDALONE -DASIO_HAS_CO_AWAIT=1 "${includes[@]}" "${flags[@]}" \
+"${cxx[@]}" -std=c++20 -DASIO_STANDALONE -DASIO_HAS_CO_AWAIT=1 -DTLAUNCH_SEPARATE_COMPILATION \
+  -DASIO_SEPARATE_COMPILATION "${includes[@]}" "${flags[@]}" \
   -fsyntax-only -fdiagnostics-color=never "$source" >"$log" 2>&1
 status=$?
 

@@ -186,18 +186,29 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
 
 // The table of a service: one entry per listed method, served by the function its ops'
 // type selects (shared by every method of the same signature).
-template <class S, class List = typename tlaunch::detail::rpc_list<S>::type>
-struct dispatch_table;
-template <class S, auto... Ms>
-struct dispatch_table<S, methods<Ms...>> {
-  static_assert(tlaunch::detail::check_service<S>());
+template <auto... Ms>
+struct served_entries {
   static constexpr dispatch_entry entries[sizeof...(Ms) + 1] = {
       {ops_of<tlaunch::detail::entry_method_v<Ms>>.id,
        &serve<std::remove_cvref_t<decltype(ops_of<tlaunch::detail::entry_method_v<Ms>>)>>,
        ops_of<tlaunch::detail::entry_method_v<Ms>>.name,
        &ops_of<tlaunch::detail::entry_method_v<Ms>>}...,
       {0, nullptr, {}, nullptr}};
-  static std::span<const dispatch_entry> get() { return {entries, sizeof...(Ms)}; }
+};
+
+template <class S, class List = typename tlaunch::detail::rpc_list<S>::type>
+struct dispatch_table;
+template <class S, auto... Ms>
+struct dispatch_table<S, methods<Ms...>> {
+  // A service that breaks a rule is reported once (check_service), and nothing of its
+  // serving code is instantiated after that.
+  static constexpr bool ok = tlaunch::detail::check_service<S>();
+  static std::span<const dispatch_entry> get() {
+    if constexpr (ok)
+      return {served_entries<Ms...>::entries, sizeof...(Ms)};
+    else
+      return {};
+  }
 };
 
 }  // namespace tlaunch::rpc

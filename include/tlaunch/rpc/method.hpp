@@ -153,15 +153,32 @@ struct batch_results<std::vector<R, A>> {
   using type = R;
 };
 
-// Whether M can be batched: one batch parameter, a std::vector of results.
+// Whether M has the shape of a batched method: one batch parameter, a std::vector of
+// results. Such a method listed as batched is called one request at a time, even when its
+// signature is refused below (so a call site sees the per-request types, and the one error
+// is tlaunch's).
+template <class V>
+struct is_std_vector : std::false_type {};
+template <class R, class A>
+struct is_std_vector<std::vector<R, A>> : std::true_type {};
 template <auto M>
-inline constexpr bool batch_signature_ok = [] {
+inline constexpr bool batch_shape_ok = [] {
   using mt = method_traits<decltype(M)>;
   if constexpr (mt::arity != 1)
     return false;
   else
     return batch_parameter<std::tuple_element_t<0, typename mt::args>>::ok &&
-           batch_results<typename mt::result>::ok;
+           is_std_vector<typename mt::result>::value;
+}();
+
+// Whether M can be batched: that shape, and results that can be moved out one by one
+// (not std::vector<bool>).
+template <auto M>
+inline constexpr bool batch_signature_ok = [] {
+  if constexpr (!batch_shape_ok<M>)
+    return false;
+  else
+    return batch_results<typename method_traits<decltype(M)>::result>::ok;
 }();
 
 // A batched method seen from one call: the arguments and result of one request.
@@ -280,7 +297,7 @@ template <auto M>
 inline constexpr bool is_batched_v =
     list_contains<typename rpc_list<typename method_traits<decltype(M)>::service>::type,
                   M>::batched &&
-    batch_signature_ok<M>;
+    batch_shape_ok<M>;
 
 // What a caller of M sends and receives: M's own signature, or one request of a
 // batched method.

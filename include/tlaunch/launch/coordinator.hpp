@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../rpc/runtime.hpp"
+#include "../rpc/tls.hpp"
 #include "../detail/secret.hpp"
 #include "../wire/codec.hpp"
 #include "child.hpp"

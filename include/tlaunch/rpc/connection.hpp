@@ -52,9 +52,12 @@
 #include "frame_writer.hpp"
 #include "handshake.hpp"
 #include "io_thread.hpp"
-#include "tls.hpp"
 
 namespace tlaunch::rpc {
+
+// rpc/tls.hpp (--tls), included with the definitions below.
+class tls_context;
+class tls_channel;
 
 class connection;
 
@@ -465,6 +468,9 @@ class connection : public std::enable_shared_from_this<connection> {
 // unit, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where tlaunch/impl/src.hpp is
 // included (a program's own files then neither parse nor compile them).
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
+// TLS and OpenSSL's headers only where connections are made and run: a program's files see
+// the two class names alone.
+#include "tls.hpp"
 #if defined(TLAUNCH_SEPARATE_COMPILATION)
 #define TLAUNCH_DECL
 #else

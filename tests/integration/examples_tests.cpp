@@ -51,8 +51,9 @@ const std::vector<std::vector<std::string>> local_mt_and_mp = {{}, {"--launch=lo
 
 TEST_SUITE("examples") {
   TEST_CASE("hello_world: four producers add 400 in total under every launch type") {
-    // hello_world_separate: the same source built against the separately compiled launch layer.
-    for (const char* exe : {TLAUNCH_HELLO_WORLD_EXE, TLAUNCH_HELLO_WORLD_SEPARATE_EXE})
+    // hello_world_header_only: the same source built header-only (hello_world links the
+    // compiled library).
+    for (const char* exe : {TLAUNCH_HELLO_WORLD_EXE, TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE})
       for (const auto& flags : launch_types) {
         CAPTURE(exe);
         CAPTURE(describe(flags));

@@ -1,6 +1,7 @@
 // The body of tlaunch::main, for every program: inline in each translation unit that
-// includes main.hpp, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once by
-// impl/src.hpp together with the whole launch layer it pulls in.
+// includes main.hpp, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once in the library's
+// part impl/src/launch_main.hpp (the launchers it calls are compiled in the other launch
+// parts, launch/decl.hpp).
 #pragma once
 
 #include <cstdio>

@@ -1,5 +1,6 @@
 // The body of tlaunch::start (start.hpp): inline in each translation unit that includes
-// start.hpp, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once by impl/src.hpp.
+// start.hpp, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once in the library's part
+// impl/src/launch_main.hpp.
 #pragma once
 
 #include <exception>

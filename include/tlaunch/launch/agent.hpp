@@ -42,6 +42,7 @@
 #include "../detail/secret.hpp"
 #include "../detail/self_exe.hpp"
 #include "child.hpp"
+#include "decl.hpp"
 #include "local_child.hpp"
 #include "node_forker.hpp"
 
@@ -79,8 +80,11 @@ inline std::vector<std::string_view> words(std::string_view line) {
 // fork_tail: the arguments the agent itself was started with after --tlaunch-agent, from
 // which its main() built the program. A node whose argv ends with them is forked by this
 // process's node forker (node_forker.hpp), when it has one; any other is executed.
-inline int run_agent(std::chrono::milliseconds stopped_limit = {},
-                     const std::vector<std::string>& fork_tail = {}) {
+TLAUNCH_LAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit = {},
+                                  const std::vector<std::string>& fork_tail = {});
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_NODE)
+TLAUNCH_LAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
+                                  const std::vector<std::string>& fork_tail) {
   // The launcher's end may vanish: a write to it then fails with EPIPE, never kills us
   // before we kill our nodes. Node processes start with SIGPIPE at its default again.
   ::signal(SIGPIPE, SIG_IGN);
@@ -177,6 +181,7 @@ inline int run_agent(std::chrono::milliseconds stopped_limit = {},
   nodes.clear();  // each waits for its process and reports its exit, if anyone still reads
   return 0;
 }
+#endif
 
 // ---------------------------------------------------------------------------------------
 // The launcher side: one agent_link per host, and a child per node started through it.

@@ -65,6 +65,7 @@
 #include "../program_view.hpp"
 #include "colocation.hpp"
 #include "coordinator.hpp"
+#include "decl.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
@@ -606,8 +607,22 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
   return node;
 }
 
+// --launch=k8s: writes the manifests of p's Job, Service and Secret; the exit code.
+TLAUNCH_LAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
+                                output_printer& out);
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
+TLAUNCH_LAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
+                                output_printer& out) {
+  auto nodes = p.describe(o.replicas);
+  // One pod per node process: a colocation group's pod hosts all its members.
+  return write_k8s_manifests(nodes, colocation_groups(nodes, p.colocated(), o), o, out);
+}
+#endif
+
 // A pod of --launch=k8s's Job (--tlaunch-role=k8s): the coordinator or one node.
-inline int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
+TLAUNCH_LAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o);
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
+TLAUNCH_LAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
   try {
     auto nodes = p.describe(o.replicas);
     auto groups = colocation_groups(nodes, p.colocated(), o);
@@ -623,6 +638,7 @@ inline int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o)
     return 2;
   }
 }
+#endif
 
 struct k8s_launcher {
   static constexpr std::string_view name = "k8s";
@@ -659,9 +675,7 @@ struct k8s_launcher {
     return true;
   }
   static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    auto nodes = p.describe(o.replicas);
-    // One pod per node process: a colocation group's pod hosts all its members.
-    return write_k8s_manifests(nodes, colocation_groups(nodes, p.colocated(), o), o, out);
+    return run_k8s(p, o, out);
   }
 };
 static_assert(launcher<k8s_launcher>);

@@ -16,6 +16,7 @@
 #include "../program_view.hpp"
 #include "colocation.hpp"
 #include "coordinator.hpp"
+#include "decl.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
@@ -29,8 +30,11 @@ namespace tlaunch::launch {
 // hooks (launcher.hpp): with fork_nodes, each node process is a fork of this one that
 // runs run_node_process on the program in memory (tlaunch::start: the caller's code
 // before the launch does not run again), not this binary executed with its role.
-inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o, output_printer& out,
-                        const run_hooks& hooks = {}) {
+TLAUNCH_LAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
+                                     output_printer& out, const run_hooks& hooks = {});
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
+TLAUNCH_LAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
+                                     output_printer& out, const run_hooks& hooks) {
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
@@ -79,6 +83,7 @@ inline int run_local_mp(const tlaunch::detail::program_view& p, const options& o
   if (auto f = coord.failure(); f && hooks.failed) hooks.failed(*f);
   return code;
 }
+#endif
 
 struct local_mp_launcher {
   static constexpr std::string_view name = "local_mp";

@@ -26,6 +26,7 @@
 #include "../detail/secret.hpp"
 #include "../program_view.hpp"
 #include "../wire/codec.hpp"
+#include "decl.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
 #include "node_env.hpp"
@@ -72,7 +73,11 @@ inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields
 
 }  // namespace detail
 
-inline int run_node_process(const tlaunch::detail::program_view& p, const options& given) {
+TLAUNCH_LAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
+                                         const options& given);
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_NODE)
+TLAUNCH_LAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
+                                         const options& given) {
   options o = given;
   if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank
     try {
@@ -327,5 +332,6 @@ inline int run_node_process(const tlaunch::detail::program_view& p, const option
   rt.shutdown();
   return code;
 }
+#endif
 
 }  // namespace tlaunch::launch

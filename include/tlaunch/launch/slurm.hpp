@@ -54,6 +54,7 @@
 #include "../program_view.hpp"
 #include "colocation.hpp"
 #include "coordinator.hpp"
+#include "decl.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
@@ -479,7 +480,11 @@ class private_temp_dir {
 // Runs every node of p as a task of one srun step in the current allocation and runs the
 // program to its end; returns the launcher's exit code. Throws launch_error outside an
 // allocation, inside a step of several tasks, or for a --place host not in the allocation.
-inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
+TLAUNCH_LAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
+                                  output_printer& out);
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
+TLAUNCH_LAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
+                                  output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0')
@@ -614,6 +619,7 @@ inline int run_slurm(const tlaunch::detail::program_view& p, const options& o, o
   }
   return code;
 }
+#endif
 
 struct slurm_launcher {
   static constexpr std::string_view name = "slurm";

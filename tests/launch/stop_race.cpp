@@ -10,6 +10,11 @@
 //                                               own: a real failure during the stop
 //                                               (exit 1, worker/1 named)
 #include <tlaunch/tlaunch.hpp>
+// The launch layer's own entry points (compiled in the library; declared here).
+#include <tlaunch/launch/local_mp.hpp>
+#include <tlaunch/launch/node_process.hpp>
+#include <tlaunch/launch/output.hpp>
+#include <tlaunch/launch/registry.hpp>
 
 #include <chrono>
 #include <cstdio>

@@ -1,5 +1,7 @@
-// Client side of a call: start it, locally on the target's strand or over the
-// wire, and complete a handler with void(std::exception_ptr[, R]).
+// Client side of a call, per argument and result types: encode the arguments, decode the
+// reply, run the method on a local instance's strand, and complete a handler with
+// void(std::exception_ptr[, R]). Where the call goes, deadlines, cancellation and the wait
+// for a restart are call_paths.hpp's start_call_op, compiled once.
 #pragma once
 
 #include <atomic>
@@ -308,7 +310,7 @@ void run_local(const method_ops<R, Args, K>& m, instance& inst, call_target targ
   if constexpr (K == method_kind::batched) {
     (void)at_once;
     // Joins the method's queue on the strand; cancellation (emitted on the strand, see
-    // local_race::abort, which then completes the call) takes it out again.
+    // call_op::abort_local, which then completes the call) takes it out again.
     asio::post(inst.strand, [m = &m, inst = &inst, target, args = std::move(args),
                              done = std::forward<Done>(done), cancel]() mutable {
       const std::uint64_t key = next_batch_key();

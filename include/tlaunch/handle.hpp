@@ -18,6 +18,8 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -127,6 +129,11 @@ void report_call() {
     using parameter = std::tuple_element_t<bad - 1, typename traits::args>;
     argument_does_not_convert_to_parameter_type<M, bad, given, parameter>();
   }
+}
+
+// A call through a handle the library never bound.
+[[noreturn]] inline void throw_unbound(std::string_view method) {
+  throw std::logic_error("tlaunch: call of " + std::string(method) + " through an unbound handle");
 }
 
 struct future_access {
@@ -245,9 +252,7 @@ asio::awaitable<broadcast_result<R>> broadcast_call(std::vector<call_endpoint> t
   std::vector<future<R>> fs;
   fs.reserve(to.size());
   for (const auto& e : to) {
-    if (!e.rt)
-      throw std::logic_error("tlaunch: call of " + std::string(m.name) +
-                             " through an unbound handle");
+    if (!e.rt) throw_unbound(m.name);
     fs.push_back(start_future(e.rt, e.flat, e.direct, call_options{}, m, Args(args)));
   }
   std::exception_ptr first;
@@ -353,9 +358,7 @@ class handle {
  private:
   template <auto M>
   void check_bound() const {
-    if (!rt_)
-      throw std::logic_error("tlaunch: call of " + std::string(detail::member_name<M>()) +
-                             " through an unbound handle");
+    if (!rt_) detail::throw_unbound(detail::member_name<M>());
   }
 
   template <class T>

@@ -363,6 +363,14 @@ auto small_frame_of(const std::tuple<T...>& args) {
   return std::apply([](const auto&... a) { return wire::make_small_frame(a...); }, args);
 }
 
+// Any other argument tuple, serialized into a frame buffer.
+template <class Args>
+wire::frame_buffer serialized_frame_of(const Args& args) {
+  wire::frame_buffer f(64);
+  std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
+  return f;
+}
+
 // A call's op (call_paths.hpp) as its result type sees it: a reply is decoded into R.
 template <class R>
 class call_op_of : public call_op {
@@ -384,17 +392,20 @@ class call_op_for : public call_op_of<R> {
   void finish(std::exception_ptr e, result_holder<R>&& r) final {
     if (!this->claim()) return;
     this->stop_timer();
-    complete_on_executor<R>(std::move(*handler), any_executor_of(this->rt.io), std::move(e),
-                            std::move(r));
+    deliver(std::move(e), std::move(r));
   }
-  void deliver_error(std::exception_ptr e) final {
-    complete_on_executor<R>(std::move(*handler), any_executor_of(this->rt.io), std::move(e), {});
-  }
+  void deliver_error(std::exception_ptr e) final { deliver(std::move(e), {}); }
   asio::cancellation_slot caller_slot() final {
     return asio::get_associated_cancellation_slot(*handler);
   }
   // Set before the call starts.
   std::optional<Handler> handler;
+
+ private:
+  void deliver(std::exception_ptr e, result_holder<R>&& r) {
+    complete_on_executor<R>(std::move(*handler), any_executor_of(this->rt.io), std::move(e),
+                            std::move(r));
+  }
 };
 
 // The typed op of a call of method m: its arguments, how they are sent, how the method
@@ -416,9 +427,7 @@ class typed_call_op final : public call_op_for<R, Handler> {
       auto f = small_frame_of(args_);
       return conn.start_call(f.span(), h, std::move(self));
     } else {
-      wire::frame_buffer f(64);
-      std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args_);
-      return conn.start_call(std::move(f), h, std::move(self));
+      return conn.start_call(serialized_frame_of(args_), h, std::move(self));
     }
   }
   void run_local(instance& inst, asio::cancellation_slot cancel, bool at_once) override {
@@ -482,9 +491,7 @@ void start_future_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
         auto f = small_frame_of(args);
         conn->start_call_batched(f.span(), h, std::move(s));
       } else {
-        wire::frame_buffer f(64);
-        std::apply([&](const auto&... a) { wire::serialize_into(f, a...); }, args);
-        conn->start_call(std::move(f), h, std::move(s));
+        conn->start_call(serialized_frame_of(args), h, std::move(s));
       }
       return;
     }

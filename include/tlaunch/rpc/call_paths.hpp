@@ -211,6 +211,23 @@ TLAUNCH_RPC_CALL_PATHS_DECL void call_op::abort_local(std::exception_ptr e) {
 
 namespace detail {
 
+// A local call ends early with Error (tlaunch::timeout, tlaunch::cancelled), if it is
+// still there.
+template <class Error>
+void abort_local_with(const std::weak_ptr<call_op>& weak) {
+  if (auto r = weak.lock()) r->abort_local(tlaunch::detail::make_error<Error>(r->target.site()));
+}
+
+// A remote call leaves its connection's table and fails with Error, unless its reply came.
+template <class Error>
+void abandon_remote_with(const std::weak_ptr<connection>& weak, std::uint64_t id) {
+  if (auto cn = weak.lock())
+    if (auto pc = cn->abandon_call(id)) {
+      auto* o = static_cast<call_op*>(pc.get());
+      o->fail(tlaunch::detail::make_error<Error>(o->target.site()));
+    }
+}
+
 // The op as a call waiting for a restart (park_call).
 struct parked_op final : parked_call_base {
   explicit parked_op(std::shared_ptr<call_op> o) : parked_call_base(o->target), op(std::move(o)) {}
@@ -244,16 +261,13 @@ TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op) {
     if (c.timeout.count() > 0) {
       c.timer = std::make_shared<asio::steady_timer>(any_executor_of(c.rt.io), c.timeout);
       c.timer->async_wait([weak = std::weak_ptr<call_op>(op), t = c.timer](std::error_code ec) {
-        if (ec) return;
-        if (auto r = weak.lock())
-          r->abort_local(tlaunch::detail::make_error<tlaunch::timeout>(r->target.site()));
+        if (!ec) detail::abort_local_with<tlaunch::timeout>(weak);
       });
     }
     c.run_local(*inst, c.signal.slot(), false);
     if (slot.is_connected())
       slot.assign([weak = std::weak_ptr<call_op>(op)](asio::cancellation_type) {
-        if (auto r = weak.lock())
-          r->abort_local(tlaunch::detail::make_error<tlaunch::cancelled>(r->target.site()));
+        detail::abort_local_with<tlaunch::cancelled>(weak);
       });
     return;
   }
@@ -282,21 +296,12 @@ TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op) {
     // Under the lock: the reply may already be stopping the timer on the reader's thread.
     std::lock_guard lk(c.timer_mu);
     c.timer->async_wait([weak = conn->weak_from_this(), id, t = c.timer](std::error_code ec) {
-      if (ec) return;
-      if (auto cn = weak.lock())
-        if (auto pc = cn->abandon_call(id)) {
-          auto* o = static_cast<call_op*>(pc.get());
-          o->fail(tlaunch::detail::make_error<tlaunch::timeout>(o->target.site()));
-        }
+      if (!ec) detail::abandon_remote_with<tlaunch::timeout>(weak, id);
     });
   }
   if (slot.is_connected())
     slot.assign([weak = conn->weak_from_this(), id](asio::cancellation_type) {
-      if (auto cn = weak.lock())
-        if (auto pc = cn->abandon_call(id)) {
-          auto* o = static_cast<call_op*>(pc.get());
-          o->fail(tlaunch::detail::make_error<tlaunch::cancelled>(o->target.site()));
-        }
+      detail::abandon_remote_with<tlaunch::cancelled>(weak, id);
     });
 }
 

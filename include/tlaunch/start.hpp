@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "detail/config.hpp"
 #include "launch/flags.hpp"
 #include "program.hpp"
 #include "program_view.hpp"
@@ -110,17 +111,10 @@ class running_program {
 
 // The body of tlaunch::start: not a template, so it is compiled once with
 // TLAUNCH_SEPARATE_COMPILATION (impl/src.hpp), else inline (impl/start.hpp, included below).
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_START_DECL
-#else
-#define TLAUNCH_START_DECL inline
-#endif
 namespace tlaunch::detail {
-TLAUNCH_START_DECL running_program start_view(const program_view& p,
-                                              std::shared_ptr<const void> keep,
-                                              launch_options o);
+TLAUNCH_DECL running_program start_view(const program_view& p, std::shared_ptr<const void> keep,
+                                        launch_options o);
 }  // namespace tlaunch::detail
-#undef TLAUNCH_START_DECL
 
 namespace tlaunch {
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <tlaunch/rpc/connection.hpp>  // test_counters
 #include <tlaunch/testing.hpp>
 #include <tlaunch/tlaunch.hpp>
 #include <utility>

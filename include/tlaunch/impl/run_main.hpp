@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../detail/config.hpp"
 #include "../launch/agent.hpp"
 #include "../launch/colocation.hpp"
 #include "../launch/flags.hpp"
@@ -23,11 +24,6 @@
 #include "../launch/registry.hpp"
 #include "../program_view.hpp"
 
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_DECL
-#else
-#define TLAUNCH_DECL inline
-#endif
 
 namespace tlaunch::launch {
 
@@ -95,4 +91,3 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
 
 }  // namespace tlaunch::launch
 
-#undef TLAUNCH_DECL

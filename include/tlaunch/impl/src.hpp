@@ -12,8 +12,7 @@
 
 // The non-template members of rpc/connection.hpp, rpc/runtime.hpp and rpc/call_paths.hpp
 // are defined only where TLAUNCH_BUILDING_LIBRARY is set (impl/src/rpc.hpp).
-#if defined(TLAUNCH_RPC_CONNECTION_DECLARED_ONLY) || defined(TLAUNCH_RPC_RUNTIME_DECLARED_ONLY) || \
-    defined(TLAUNCH_RPC_CALL_PATHS_DECLARED_ONLY)
+#if defined(TLAUNCH_DECLARED_ONLY)
 #error "tlaunch/impl/src.hpp must come before any other tlaunch header (best alone in its .cpp file)"
 #endif
 

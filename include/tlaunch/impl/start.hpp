@@ -21,15 +21,10 @@
 #include "../program_view.hpp"
 #include "../start.hpp"
 
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_START_DECL
-#else
-#define TLAUNCH_START_DECL inline
-#endif
 
 namespace tlaunch::detail {
 
-TLAUNCH_START_DECL running_program start_view(const program_view& p,
+TLAUNCH_DECL running_program start_view(const program_view& p,
                                               std::shared_ptr<const void> keep,
                                               launch_options o) {
   if (o.launch != "local_mt" && o.launch != "local_mp")
@@ -105,4 +100,3 @@ TLAUNCH_START_DECL running_program start_view(const program_view& p,
 
 }  // namespace tlaunch::detail
 
-#undef TLAUNCH_START_DECL

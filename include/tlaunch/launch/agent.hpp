@@ -80,10 +80,10 @@ inline std::vector<std::string_view> words(std::string_view line) {
 // fork_tail: the arguments the agent itself was started with after --tlaunch-agent, from
 // which its main() built the program. A node whose argv ends with them is forked by this
 // process's node forker (node_forker.hpp), when it has one; any other is executed.
-TLAUNCH_LAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit = {},
+TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit = {},
                                   const std::vector<std::string>& fork_tail = {});
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_NODE)
-TLAUNCH_LAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
+TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
                                   const std::vector<std::string>& fork_tail) {
   // The launcher's end may vanish: a write to it then fails with EPIPE, never kills us
   // before we kill our nodes. Node processes start with SIGPIPE at its default again.

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <asio/ip/tcp.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
@@ -32,6 +33,9 @@
 #include <thread>
 #include <vector>
 
+#include "../detail/build_id.hpp"
+#include "../rpc/accept_loop.hpp"
+#include "../rpc/connection.hpp"
 #include "../rpc/runtime.hpp"
 #include "../rpc/tls.hpp"
 #include "../detail/secret.hpp"

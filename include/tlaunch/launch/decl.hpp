@@ -1,6 +1,6 @@
 // How the launch layer's entry points (run_local_mt, run_local_mp, run_node_process,
 // run_agent, run_ssh, run_slurm, run_k8s, run_k8s_pod) are compiled. Each is declared in
-// its header with TLAUNCH_LAUNCH_DECL, then defined there under a guard:
+// its header with TLAUNCH_DECL, then defined there under a guard:
 //   - header-only (the default): inline, in every translation unit that uses it;
 //   - with TLAUNCH_SEPARATE_COMPILATION: compiled once, in the library's translation unit
 //     of its part (tlaunch/impl/src/launch_*.hpp define TLAUNCH_BUILDING_LAUNCH_MAIN, _NODE,
@@ -9,8 +9,4 @@
 //     neither compiles the function nor the helpers only it uses.
 #pragma once
 
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_LAUNCH_DECL
-#else
-#define TLAUNCH_LAUNCH_DECL inline
-#endif
+#include "../detail/config.hpp"

@@ -608,10 +608,10 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
 }
 
 // --launch=k8s: writes the manifests of p's Job, Service and Secret; the exit code.
-TLAUNCH_LAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
                                 output_printer& out);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
-TLAUNCH_LAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
                                 output_printer& out) {
   auto nodes = p.describe(o.replicas);
   // One pod per node process: a colocation group's pod hosts all its members.
@@ -620,9 +620,9 @@ TLAUNCH_LAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const op
 #endif
 
 // A pod of --launch=k8s's Job (--tlaunch-role=k8s): the coordinator or one node.
-TLAUNCH_LAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o);
+TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
-TLAUNCH_LAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
+TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
   try {
     auto nodes = p.describe(o.replicas);
     auto groups = colocation_groups(nodes, p.colocated(), o);

@@ -30,10 +30,10 @@ namespace tlaunch::launch {
 // hooks (launcher.hpp): with fork_nodes, each node process is a fork of this one that
 // runs run_node_process on the program in memory (tlaunch::start: the caller's code
 // before the launch does not run again), not this binary executed with its role.
-TLAUNCH_LAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
                                      output_printer& out, const run_hooks& hooks = {});
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
-TLAUNCH_LAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
                                      output_printer& out, const run_hooks& hooks) {
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "local_mp", out);

@@ -23,10 +23,10 @@ namespace tlaunch::launch {
 // Runs the program in this process until it stops; returns the exit code. hooks
 // (launcher.hpp): `started` once every node is constructed and running, before waiting
 // (the test launch takes the runtime from it); `publish_stop`, `failed`.
-TLAUNCH_LAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
                                      output_printer& out, const run_hooks& hooks = {});
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
-TLAUNCH_LAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
                                      output_printer& out, const run_hooks& hooks) {
   refuse_node_env(p.describe(o.replicas), o);
   warn_ignored_resources(p.describe(o.replicas), "local_mt", out);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <asio/signal_set.hpp>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "../rpc/connection.hpp"
 #include "../rpc/runtime.hpp"
 #include "../detail/secret.hpp"
 #include "../program_view.hpp"
@@ -73,10 +75,10 @@ inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields
 
 }  // namespace detail
 
-TLAUNCH_LAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
+TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
                                          const options& given);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_NODE)
-TLAUNCH_LAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
+TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
                                          const options& given) {
   options o = given;
   if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank

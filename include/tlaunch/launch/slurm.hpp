@@ -480,10 +480,10 @@ class private_temp_dir {
 // Runs every node of p as a task of one srun step in the current allocation and runs the
 // program to its end; returns the launcher's exit code. Throws launch_error outside an
 // allocation, inside a step of several tasks, or for a --place host not in the allocation.
-TLAUNCH_LAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
                                   output_printer& out);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
-TLAUNCH_LAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
                                   output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   const char* job = std::getenv("SLURM_JOB_ID");

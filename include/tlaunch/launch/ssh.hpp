@@ -108,10 +108,10 @@ class late_callbacks : public std::enable_shared_from_this<late_callbacks> {
 // launch_error, naming each host, when a host cannot be reached, refuses the key,
 // has an unknown or changed host key, or cannot take the binary.
 // TLAUNCH_TIMINGS=1 in the environment prints how long each phase took.
-TLAUNCH_LAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
                                 output_printer& out);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_SSH)
-TLAUNCH_LAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
+TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
                                 output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   auto nodes = p.describe(o.replicas);

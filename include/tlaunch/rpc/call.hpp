@@ -425,9 +425,9 @@ class typed_call_op final : public call_op_for<R, Handler> {
     // into a frame buffer.
     if constexpr (small_args<Args>) {
       auto f = small_frame_of(args_);
-      return conn.start_call(f.span(), h, std::move(self));
+      return rpc::start_call(conn, f.span(), h, std::move(self));
     } else {
-      return conn.start_call(serialized_frame_of(args_), h, std::move(self));
+      return rpc::start_call(conn, serialized_frame_of(args_), h, std::move(self));
     }
   }
   void run_local(instance& inst, asio::cancellation_slot cancel, bool at_once) override {
@@ -489,9 +489,9 @@ void start_future_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
       if constexpr (small_args<Args>) {
         // Nothing needs its id: it may join the batch's other calls.
         auto f = small_frame_of(args);
-        conn->start_call_batched(f.span(), h, std::move(s));
+        rpc::start_call_batched(*conn, f.span(), h, std::move(s));
       } else {
-        conn->start_call(serialized_frame_of(args), h, std::move(s));
+        rpc::start_call(*conn, serialized_frame_of(args), h, std::move(s));
       }
       return;
     }

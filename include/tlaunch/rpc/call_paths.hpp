@@ -23,17 +23,11 @@
 
 #include "batch.hpp"
 #include "call_table.hpp"
-#include "connection.hpp"
+#include "connection_api.hpp"
 #include "errors.hpp"
 #include "instance.hpp"
 #include "runtime.hpp"
 
-// Declared here, defined below: inline, or compiled once by impl/src.hpp.
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_RPC_CALL_PATHS_DECL
-#else
-#define TLAUNCH_RPC_CALL_PATHS_DECL inline
-#endif
 
 namespace tlaunch::rpc {
 
@@ -50,9 +44,9 @@ struct call_target {
 // `s` as the executor of a coroutine spawned on it (asio::co_spawn converts its executor to
 // the awaitable's any_io_executor at once): the conversion, which instantiates all of
 // any_io_executor's property machinery for the strand type, compiled once.
-TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(const strand_type& s);
+TLAUNCH_DECL asio::any_io_executor any_executor_of(const strand_type& s);
 // The same for the io_context's own executor (a call's fallback for completing its handler).
-TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(asio::io_context& io);
+TLAUNCH_DECL asio::any_io_executor any_executor_of(asio::io_context& io);
 
 // How a method runs: a plain function, a coroutine, or batched (tlaunch::batched).
 enum class method_kind { plain, coroutine, batched };
@@ -85,14 +79,14 @@ class call_op : public pending_call, public std::enable_shared_from_this<call_op
   // True for the first outcome only.
   bool claim() { return !claimed_.exchange(true, std::memory_order_acq_rel); }
   // Completes the call with e unless it has completed; true if this did.
-  TLAUNCH_RPC_CALL_PATHS_DECL bool fail(std::exception_ptr e);
-  TLAUNCH_RPC_CALL_PATHS_DECL void fail_unavailable(const std::string& why) override;
+  TLAUNCH_DECL bool fail(std::exception_ptr e);
+  TLAUNCH_DECL void fail_unavailable(const std::string& why) override;
   // Stops the deadline timer, if any (the first step of every completion).
-  TLAUNCH_RPC_CALL_PATHS_DECL void stop_timer();
+  TLAUNCH_DECL void stop_timer();
   // A local call ends early (deadline, cancellation): completes with e and cancels a
   // coroutine method still running. A call waiting in a batch leaves it first, on the
   // strand: once the caller sees the error, its call no longer counts toward any batch.
-  TLAUNCH_RPC_CALL_PATHS_DECL void abort_local(std::exception_ptr e);
+  TLAUNCH_DECL void abort_local(std::exception_ptr e);
 
   call_target target;
   rpc::runtime& rt;
@@ -112,7 +106,7 @@ class call_op : public pending_call, public std::enable_shared_from_this<call_op
 
 // Starts the call: on an instance of this process (a direct call on its strand), or over
 // the connection to its target, or, while the target is being restarted, after it is back.
-TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op);
+TLAUNCH_DECL void start_call_op(std::shared_ptr<call_op> op);
 
 // A call waiting for its target to come back from a restart (park_call).
 struct parked_call_base {
@@ -128,7 +122,7 @@ struct parked_call_base {
 };
 
 // Fails `p` with tlaunch::timeout after `timeout`, unless it was completed before.
-TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,
+TLAUNCH_DECL void arm_park_deadline(asio::io_context& io,
                                                    std::chrono::milliseconds timeout,
                                                    std::shared_ptr<parked_call_base> p);
 
@@ -137,7 +131,7 @@ TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,
 // the deadline ends the wait with tlaunch::timeout, the process's stop with unavailable,
 // and when the instance is back already or the process stops, it fails with unavailable
 // and `why`. Its cancellation slot is not watched while it waits.
-TLAUNCH_RPC_CALL_PATHS_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
+TLAUNCH_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
                                            std::chrono::milliseconds timeout,
                                            std::shared_ptr<parked_call_base> p,
                                            const std::string& why);
@@ -154,49 +148,49 @@ struct served_run {
   // passed: a method that fails then (most often because the deadline cancelled it)
   // replies deadline_exceeded, which the caller reports as tlaunch::timeout, the same as
   // when its own timer fires first.
-  TLAUNCH_RPC_CALL_PATHS_DECL bool finished() const;
+  TLAUNCH_DECL bool finished() const;
 };
 
 // Registers call `h.call_id` of `c` as running (a cancel frame emits its signal on
 // `inst`'s strand) and arms its deadline (h.aux milliseconds, when not 0).
-TLAUNCH_RPC_CALL_PATHS_DECL served_run start_served_run(instance& inst, connection& c,
+TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
                                                         const wire::frame_header& h);
 
 }  // namespace tlaunch::rpc
 
 // The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
 // compiled once where tlaunch/impl/src.hpp is included.
-#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
+#if TLAUNCH_HEADER_DEFINITIONS
 
 namespace tlaunch::rpc {
 
-TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(const strand_type& s) {
+TLAUNCH_DECL asio::any_io_executor any_executor_of(const strand_type& s) {
   return s;
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL asio::any_io_executor any_executor_of(asio::io_context& io) {
+TLAUNCH_DECL asio::any_io_executor any_executor_of(asio::io_context& io) {
   return io.get_executor();
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL bool call_op::fail(std::exception_ptr e) {
+TLAUNCH_DECL bool call_op::fail(std::exception_ptr e) {
   if (!claim()) return false;
   stop_timer();
   deliver_error(std::move(e));
   return true;
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void call_op::fail_unavailable(const std::string& why) {
+TLAUNCH_DECL void call_op::fail_unavailable(const std::string& why) {
   fail(tlaunch::detail::make_error<unavailable>(target.site(), why));
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void call_op::stop_timer() {
+TLAUNCH_DECL void call_op::stop_timer() {
   if (!timer) return;
   // Under the lock: the start may still be arming it on another thread.
   std::lock_guard lk(timer_mu);
   timer->cancel();
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void call_op::abort_local(std::exception_ptr e) {
+TLAUNCH_DECL void call_op::abort_local(std::exception_ptr e) {
   if (kind == method_kind::batched) {
     asio::post(local->strand, [self = shared_from_this(), e = std::move(e)]() mutable {
       self->signal.emit(asio::cancellation_type::terminal);
@@ -241,7 +235,7 @@ struct parked_op final : parked_call_base {
 
 }  // namespace detail
 
-TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op) {
+TLAUNCH_DECL void start_call_op(std::shared_ptr<call_op> op) {
   call_op& c = *op;
   if (instance* inst = c.direct ? c.direct : c.rt.local(c.flat)) {
     // Same process: straight onto the target's strand, no serialization.
@@ -305,7 +299,7 @@ TLAUNCH_RPC_CALL_PATHS_DECL void start_call_op(std::shared_ptr<call_op> op) {
     });
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,
+TLAUNCH_DECL void arm_park_deadline(asio::io_context& io,
                                                    std::chrono::milliseconds timeout,
                                                    std::shared_ptr<parked_call_base> p) {
   // Never cancelled (the resume may run on another thread); keeps p until it fires.
@@ -315,7 +309,7 @@ TLAUNCH_RPC_CALL_PATHS_DECL void arm_park_deadline(asio::io_context& io,
   });
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
+TLAUNCH_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
                                            std::chrono::milliseconds timeout,
                                            std::shared_ptr<parked_call_base> p,
                                            const std::string& why) {
@@ -346,14 +340,14 @@ TLAUNCH_RPC_CALL_PATHS_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
   if (timeout.count() > 0) arm_park_deadline(rt.io, timeout, std::move(p));
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL bool served_run::finished() const {
+TLAUNCH_DECL bool served_run::finished() const {
   conn->unregister_running(id);
   if (!deadline) return false;
   deadline->cancel();
   return deadline->expiry() <= asio::steady_timer::clock_type::now();
 }
 
-TLAUNCH_RPC_CALL_PATHS_DECL served_run start_served_run(instance& inst, connection& c,
+TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
                                                         const wire::frame_header& h) {
   served_run run{c.shared_from_this(), h.call_id, std::make_shared<asio::cancellation_signal>(),
                  nullptr};
@@ -372,8 +366,4 @@ TLAUNCH_RPC_CALL_PATHS_DECL served_run start_served_run(instance& inst, connecti
 
 }  // namespace tlaunch::rpc
 
-#else
-// impl/src.hpp checks that it came first (its definitions would be missing otherwise).
-#define TLAUNCH_RPC_CALL_PATHS_DECLARED_ONLY
 #endif
-#undef TLAUNCH_RPC_CALL_PATHS_DECL

@@ -48,18 +48,13 @@
 #include "../wire/frame.hpp"
 #include "batch.hpp"
 #include "call_table.hpp"
+#include "connection_api.hpp"
 #include "frame_reader.hpp"
 #include "frame_writer.hpp"
 #include "handshake.hpp"
 #include "io_thread.hpp"
 
 namespace tlaunch::rpc {
-
-// rpc/tls.hpp (--tls), included with the definitions below.
-class tls_context;
-class tls_channel;
-
-class connection;
 
 #ifdef TLAUNCH_TEST_COUNTERS
 // Counters that only tests read. They exist when a test defines
@@ -115,24 +110,6 @@ struct connection_config : hello_identity {
   // --tls: every connection runs TLS (rpc/tls.hpp) under the hello exchange; null: off.
   // Both sides of a connection must agree; one that does not is refused, named.
   std::shared_ptr<const tls_context> tls;
-};
-
-// The owner of the connections (the runtime or the coordinator).
-class connection_sink {
- public:
-  virtual ~connection_sink() = default;
-  // A call frame arrived (reader thread); payload is only valid during the call.
-  // c is alive at least until the read's batch has run (batch_collector::keeps).
-  virtual void on_call(connection& c, const wire::frame_header& h,
-                       std::span<const char> payload) = 0;
-  // A control frame (coordinator protocol) arrived.
-  virtual void on_control(const std::shared_ptr<connection>& c, const wire::frame_header& h,
-                          std::span<const char> payload) = 0;
-  // The hello exchange completed; peer_listen is the address the peer serves on.
-  virtual void on_ready(const std::shared_ptr<connection>&) {}
-  virtual void on_closed(const std::shared_ptr<connection>& c, const std::string& reason) = 0;
-  virtual void on_cancel(const std::shared_ptr<connection>&, std::uint64_t /*call_id*/) {}
-  virtual void log(const std::string& message) = 0;
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -467,15 +444,10 @@ class connection : public std::enable_shared_from_this<connection> {
 // connection's members that are not templates, defined here: inline in every translation
 // unit, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where tlaunch/impl/src.hpp is
 // included (a program's own files then neither parse nor compile them).
-#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
+#if TLAUNCH_HEADER_DEFINITIONS
 // TLS and OpenSSL's headers only where connections are made and run: a program's files see
 // the two class names alone.
 #include "tls.hpp"
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_DECL
-#else
-#define TLAUNCH_DECL inline
-#endif
 
 namespace tlaunch::rpc {
 
@@ -1487,10 +1459,38 @@ TLAUNCH_DECL void connection::finish_close_locked(std::unique_lock<tlaunch::deta
   std::error_code ec;
   socket_.close(ec);
 }
+
+// connection_api.hpp: the connection's members for the call path.
+TLAUNCH_DECL std::uint64_t start_call(connection& c, std::span<char> frame, wire::frame_header h,
+                                      std::shared_ptr<pending_call> p) {
+  return c.start_call(frame, h, std::move(p));
+}
+TLAUNCH_DECL std::uint64_t start_call(connection& c, wire::frame_buffer&& f, wire::frame_header h,
+                                      std::shared_ptr<pending_call> p) {
+  return c.start_call(std::move(f), h, std::move(p));
+}
+TLAUNCH_DECL void start_call_batched(connection& c, std::span<char> frame, wire::frame_header h,
+                                     std::shared_ptr<pending_call> p) {
+  c.start_call_batched(frame, h, std::move(p));
+}
+TLAUNCH_DECL std::shared_ptr<pending_call> abandon_call(connection& c, std::uint64_t call_id) {
+  return c.abandon_call(call_id);
+}
+TLAUNCH_DECL void send(connection& c, wire::frame_buffer&& f) { c.send(std::move(f)); }
+TLAUNCH_DECL void send_reply(connection& c, std::span<char> frame, wire::frame_header h) {
+  c.send_reply(frame, h);
+}
+TLAUNCH_DECL void register_running(connection& c, std::uint64_t call_id,
+                                   std::function<void()> cancel) {
+  c.register_running(call_id, std::move(cancel));
+}
+TLAUNCH_DECL void unregister_running(connection& c, std::uint64_t call_id) {
+  c.unregister_running(call_id);
+}
+TLAUNCH_DECL bool is_closed(const connection& c) { return c.closed(); }
+TLAUNCH_DECL std::shared_ptr<connection> shared_of(connection& c) { return c.shared_from_this(); }
+TLAUNCH_DECL std::weak_ptr<connection> weak_of(connection& c) { return c.weak_from_this(); }
+
 }  // namespace tlaunch::rpc
 
-#undef TLAUNCH_DECL
-#else
-// impl/src.hpp checks that it came first (its definitions would be missing otherwise).
-#define TLAUNCH_RPC_CONNECTION_DECLARED_ONLY
 #endif

@@ -42,15 +42,15 @@ void send_result(connection& c, std::uint64_t call_id, const R* r) {
   const wire::frame_header h{.type = wire::kind::reply, .call_id = call_id};
   if constexpr (std::is_void_v<R>) {
     auto f = wire::make_small_frame();
-    c.send_reply(f.span(), h);
+    rpc::send_reply(c, f.span(), h);
   } else if constexpr (wire::small_frame_values<R>) {
     auto f = wire::make_small_frame(*r);
-    c.send_reply(f.span(), h);
+    rpc::send_reply(c, f.span(), h);
   } else {
     wire::frame_buffer f;
     wire::serialize_into(f, *r);
     f.seal(h);
-    c.send(std::move(f));
+    rpc::send(c, std::move(f));
   }
 }
 
@@ -102,11 +102,11 @@ struct remote_batch_completion final : batch_completion<R> {
   remote_batch_completion(std::shared_ptr<connection> c, std::uint64_t id)
       : conn(std::move(c)), call_id(id) {}
   void succeed(R&& r) override {
-    conn->unregister_running(call_id);
+    rpc::unregister_running(*conn, call_id);
     send_result<R>(*conn, call_id, &r);
   }
   void fail(wire::error_code code, const std::string& message) override {
-    conn->unregister_running(call_id);
+    rpc::unregister_running(*conn, call_id);
     reply_error(*conn, call_id, code, message);
   }
   std::shared_ptr<connection> conn;
@@ -149,7 +149,7 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
       post_batched(inst.strand, [run = std::move(run), conn = &c]() mutable { run(*conn); });
     else
       post_batched(inst.strand,
-                   [run = std::move(run), conn = c.shared_from_this()]() mutable { run(*conn); });
+                   [run = std::move(run), conn = rpc::shared_of(c)]() mutable { run(*conn); });
   } else if constexpr (Ops::kind == method_kind::coroutine) {
     // A coroutine method can be cancelled: by the caller's cancel frame, or when
     // the caller's deadline (h.aux, in ms) passes (call_paths.hpp, served_run).
@@ -170,9 +170,9 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
     const std::uint64_t key = next_batch_key();
     auto deadline = std::chrono::steady_clock::time_point::max();
     if (h.aux > 0) deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(h.aux);
-    std::shared_ptr<connection> conn = c.shared_from_this();
+    std::shared_ptr<connection> conn = rpc::shared_of(c);
     instance* target = &inst;
-    conn->register_running(id, [target, key, remove = m.batch_remove] {
+    rpc::register_running(*conn, id, [target, key, remove = m.batch_remove] {
       post_batched(target->strand, [target, key, remove] { remove(*target, key); });
     });
     post_batched(inst.strand, [target, args = std::move(args), conn = std::move(conn), id, key,

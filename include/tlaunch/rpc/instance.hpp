@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../wire/frame.hpp"
-#include "connection.hpp"
+#include "connection_api.hpp"
 
 namespace tlaunch::rpc {
 
@@ -76,7 +76,7 @@ inline void reply_error(connection& c, std::uint64_t call_id, wire::error_code c
   wire::frame_buffer f;
   wire::encode_error(f, code, message);
   f.seal({.type = wire::kind::error_reply, .call_id = call_id});
-  c.send(std::move(f));
+  rpc::send(c, std::move(f));
 }
 
 }  // namespace tlaunch::rpc

@@ -3,11 +3,8 @@
 // the connections to other processes. Launch types configure it through hooks.
 #pragma once
 
-#include <fcntl.h>
-
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <algorithm>
 #include <atomic>
@@ -22,9 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "../detail/build_id.hpp"
-#include "accept_loop.hpp"
-#include "connection.hpp"
+#include "../detail/config.hpp"
+#include "connection_api.hpp"
 #include "instance.hpp"
 #include "io_thread.hpp"
 
@@ -155,15 +151,7 @@ class runtime final : public rpc::connection_sink {
   // stays empty and the pointer is valid until this thread asks again. Elsewhere
   // `hold` keeps the connection.
   rpc::connection* connection_for(std::uint32_t flat, std::string& why,
-                                  std::shared_ptr<rpc::connection>& hold) {
-    if (current_runtime_thread == this && flat < total_) {
-      auto& slot = thread_cache_[current_io_index][flat];
-      if (!slot || slot->closed()) slot = connection_to(flat, why);
-      return slot.get();
-    }
-    hold = connection_to(flat, why);
-    return hold.get();
-  }
+                                  std::shared_ptr<rpc::connection>& hold);
 
   // A connection to an address outside the directory (the coordinator).
   std::shared_ptr<rpc::connection> connect(const std::string& address);
@@ -233,15 +221,15 @@ class runtime final : public rpc::connection_sink {
   void log(const std::string& message) override;
 
  private:
-  void accepted(asio::ip::tcp::socket s);
-
   std::vector<node_info> nodes_;
   runtime_options opt_;
   std::uint32_t total_ = 0;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::atomic<std::int64_t> busy_poll_us_;  // see run_io
-  asio::ip::tcp::acceptor acceptor_;
-  rpc::accept_loop accept_loop_;
+  // The listening socket and its accept loop (rpc/accept_loop.hpp), defined with the
+  // members below: a program's files parse no socket.
+  struct listener;
+  std::unique_ptr<listener> listener_;
   std::shared_ptr<const rpc::connection_config> cfg_;
   std::string listen_address_;
   std::vector<std::unique_ptr<rpc::instance>> hosted_;
@@ -267,14 +255,35 @@ class runtime final : public rpc::connection_sink {
 // runtime's members that are not templates, defined here: inline in every translation unit,
 // or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where tlaunch/impl/src.hpp is
 // included (a program's own files then neither parse nor compile them).
-#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LIBRARY)
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
-#define TLAUNCH_DECL
-#else
-#define TLAUNCH_DECL inline
-#endif
+#if TLAUNCH_HEADER_DEFINITIONS
+#include <fcntl.h>
+
+#include <asio/ip/tcp.hpp>
+
+#include "../detail/build_id.hpp"
+#include "accept_loop.hpp"
+#include "connection.hpp"
 
 namespace tlaunch::rpc {
+
+struct runtime::listener {
+  explicit listener(runtime& rt)
+      : acceptor(rt.io),
+        loop(
+            acceptor, [&rt](asio::ip::tcp::socket s) { accepted(rt, std::move(s)); },
+            [&rt](const std::string& line) { rt.log(line); }, nullptr) {}
+
+  static void accepted(runtime& rt, asio::ip::tcp::socket s) {
+    auto c = rpc::connection::accept(std::move(s), rt.cfg_, &rt);
+    if (!c) return;  // too many strangers: closed at once
+    std::lock_guard lk(rt.mu_);
+    // Closed already (on another io thread): on_closed has looked for it.
+    if (!c->closed()) rt.accepted_.push_back(c);
+  }
+
+  asio::ip::tcp::acceptor acceptor;
+  rpc::accept_loop loop;
+};
 
 TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
                               std::vector<std::uint8_t> secret, std::string self_name)
@@ -283,10 +292,7 @@ TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
       opt_(std::move(opt)),
       work_(asio::make_work_guard(io)),
       busy_poll_us_(opt_.busy_poll.count() < 0 ? 0 : opt_.busy_poll.count()),
-      acceptor_(io),
-      accept_loop_(
-          acceptor_, [this](asio::ip::tcp::socket s) { accepted(std::move(s)); },
-          [this](const std::string& line) { log(line); }, nullptr) {
+      listener_(std::make_unique<listener>(*this)) {
   std::uint32_t total = 0;
   for (auto& n : nodes_) {
     n.first = total;
@@ -339,17 +345,18 @@ TLAUNCH_DECL rpc::instance& runtime::host_dynamic(std::string_view type_name) {
 
 TLAUNCH_DECL std::string runtime::listen(const std::string& ip) {
   asio::ip::tcp::endpoint ep(asio::ip::make_address(ip), 0);
-  acceptor_.open(ep.protocol());
-  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
-  acceptor_.set_option(asio::socket_base::reuse_address(true));
-  acceptor_.bind(ep);
-  acceptor_.listen();
-  auto port = acceptor_.local_endpoint().port();
+  auto& acceptor = listener_->acceptor;
+  acceptor.open(ep.protocol());
+  ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
+  acceptor.set_option(asio::socket_base::reuse_address(true));
+  acceptor.bind(ep);
+  acceptor.listen();
+  auto port = acceptor.local_endpoint().port();
   listen_address_ = (ep.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
   auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
   cfg->listen_address = listen_address_;
   cfg_ = std::move(cfg);
-  accept_loop_.start();
+  listener_->loop.start();
   return listen_address_;
 }
 
@@ -429,6 +436,17 @@ TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connection_to(std::uint32
   return c;
 }
 
+TLAUNCH_DECL rpc::connection* runtime::connection_for(std::uint32_t flat, std::string& why,
+                                                     std::shared_ptr<rpc::connection>& hold) {
+  if (current_runtime_thread == this && flat < total_) {
+    auto& slot = thread_cache_[current_io_index][flat];
+    if (!slot || slot->closed()) slot = connection_to(flat, why);
+    return slot.get();
+  }
+  hold = connection_to(flat, why);
+  return hold.get();
+}
+
 TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connect(const std::string& address) {
   return rpc::connection::connect(io, address, cfg_, this);
 }
@@ -488,8 +506,8 @@ TLAUNCH_DECL void runtime::shutdown() {
     std::error_code ec;
     asio::post(io, [this] {
       std::error_code ec2;
-      accept_loop_.stop();
-      acceptor_.close(ec2);
+      listener_->loop.stop();
+      listener_->acceptor.close(ec2);
     });
   }
   close_all("process is stopping");
@@ -582,13 +600,6 @@ TLAUNCH_DECL void runtime::log(const std::string& message) {
   std::fprintf(stderr, "[tlaunch] %s: %s\n", cfg_->name.c_str(), message.c_str());
 }
 
-TLAUNCH_DECL void runtime::accepted(asio::ip::tcp::socket s) {
-  auto c = rpc::connection::accept(std::move(s), cfg_, this);
-  if (!c) return;  // too many strangers: closed at once
-  std::lock_guard lk(mu_);
-  // Closed already (on another io thread): on_closed has looked for it.
-  if (!c->closed()) accepted_.push_back(c);
-}
 TLAUNCH_DECL void runtime::stop_instances() {
   std::vector<std::function<void(bool)>> parked;
   {
@@ -613,10 +624,6 @@ TLAUNCH_DECL void runtime::stop_instances() {
 
 }  // namespace tlaunch::rpc
 
-#undef TLAUNCH_DECL
-#else
-// impl/src.hpp checks that it came first (its definitions would be missing otherwise).
-#define TLAUNCH_RPC_RUNTIME_DECLARED_ONLY
 #endif
 
 // The names the launch layer and handle.hpp use.

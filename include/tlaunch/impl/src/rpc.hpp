@@ -9,8 +9,7 @@
 #endif
 
 // Their definitions are compiled only where this is set, so it must come before any of them.
-#if defined(TLAUNCH_RPC_CONNECTION_DECLARED_ONLY) || defined(TLAUNCH_RPC_RUNTIME_DECLARED_ONLY) || \
-    defined(TLAUNCH_RPC_CALL_PATHS_DECLARED_ONLY)
+#if defined(TLAUNCH_DECLARED_ONLY)
 #error "tlaunch/impl/src/rpc.hpp must come before any other tlaunch header (best alone in its .cpp file)"
 #endif
 #define TLAUNCH_BUILDING_LIBRARY

@@ -222,8 +222,8 @@ struct MixedDriver {
   }
 };
 
-// ThreadSanitizer cannot follow local_mp's forks of this threaded process (README,
-// "Launch API"): the mixed-batch case runs in the other builds.
+// ThreadSanitizer cannot follow local_mp's forks of this threaded process (docs/guide/
+// launch-api.md): the mixed-batch case runs in the other builds.
 constexpr bool forked_nodes_run = !tlaunch::detail::thread_sanitizer;
 
 template <class E, class F>

@@ -45,7 +45,7 @@ constexpr auto graph = tlaunch::program(
 
 static_assert(graph.size == 3, "the program is a constexpr value");
 
-// Colocation groups are part of the constant too (README, "Colocation").
+// Colocation groups are part of the constant too (docs/guide/colocation.md).
 constexpr auto colocated_graph = graph.colocate<"boss", "lone">().colocate<"worker/0", "worker/1">();
 static_assert(colocated_graph.group_count == 2 && colocated_graph.groups[0].size == 2 &&
               colocated_graph.groups[1].members[1] == "worker/1");

@@ -28,7 +28,7 @@ namespace {
 
 // ThreadSanitizer cannot follow a fork of a threaded process that starts threads again,
 // which local_mp's forked node processes do (g++ 12: "dup thread with used id", exit
-// 66): under it only local_mt runs here (README, "Launch API").
+// 66): under it only local_mt runs here (docs/guide/launch-api.md).
 constexpr bool forked_nodes_run = !tlaunch::detail::thread_sanitizer;
 
 // The launchers to try, in order, without local_mp where forked nodes cannot run.

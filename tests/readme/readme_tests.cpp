@@ -1,7 +1,9 @@
-// The README's snippets: "The program"'s services, "Calls", the test_launch example, "Launch
-// API", the programs of "Running on a cluster", "Restarts" and "Colocation", and the
-// "Questions a new user asks" section. Each is the README's code, compiled with the dev flags
-// and run, so the README's statements stay true.
+// The documentation's C++: README.md's "The program" (its service) and "Calls", and the
+// guide's pages in docs/guide/ (program, questions, data store, batched handlers,
+// clusters, restarts, colocation, launch API) and docs/compiler-pitfalls.md. Each snippet
+// is the page's code, copied between `// ---- <page>: ... ----` markers, compiled with the
+// dev flags and run, so the pages' statements stay true; tests/docs/check_docs.py (ctest
+// docs_snippets) fails when a page's ```cpp block is no longer found here verbatim.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -41,7 +43,7 @@ constexpr bool address_sanitizer = false;
 
 namespace {
 
-// ---- README: the program (its service) ----
+// ---- README: the program (its service; the whole program is examples/hello_world.cpp) ----
 struct Counter {  // a service: a plain class, coroutine or plain methods
   std::int64_t total = 0;
   asio::awaitable<std::int64_t> add(std::int64_t k) { co_return total += k; }
@@ -50,7 +52,7 @@ struct Counter {  // a service: a plain class, coroutine or plain methods
 };
 // ---- end ----
 
-// ---- README: every replica of a node ----
+// ---- docs/guide/questions.md: every replica of a node ----
 struct Worker {
   int weight;  // a constructor argument, the same for every replica
   int work(int x) const { return x * weight; }
@@ -80,7 +82,7 @@ struct Calls {
   tlaunch::handles<Worker> workers;
   asio::awaitable<std::vector<std::int64_t>> make() {
     using namespace std::chrono_literals;
-    // ---- README: calls ----
+    // ---- README and docs/guide/program.md: calls ----
     auto n = co_await counter.call<&Counter::add>(1);                   // value, or throws
     auto n2 = co_await counter.call<&Counter::add>(tlaunch::call_options{.timeout = 100ms}, 1);
     auto f = counter.async<&Counter::add>(1);                           // started now, many in flight
@@ -98,7 +100,7 @@ constexpr auto calling = tlaunch::program(
     tlaunch::node<"counter", Counter>(), tlaunch::node<"worker", Worker>(10).replicas(2),
     tlaunch::node<"calls", Calls>(tlaunch::ref<"counter">, tlaunch::ref<"worker">));
 
-// ---- README: constructor arguments that are not refs ----
+// ---- docs/guide/questions.md: constructor arguments that are not refs ----
 struct Sampler {
   Sampler(std::string_view name, double rate, std::array<int, 3> shape,
           tlaunch::handle<Worker> sink)
@@ -131,7 +133,7 @@ constexpr auto configured = tlaunch::program(
     tlaunch::node<"settings", Settings>(mode::exact, "run-7", 100));
 // ---- end ----
 
-// ---- README: bytes from a std::vector<float> ----
+// ---- docs/guide/questions.md: bytes from a std::vector<float> ----
 // No copy: the bytes view the vector's memory and keep the vector alive.
 tlaunch::bytes to_bytes(std::vector<float> v) {
   auto keep = std::make_shared<const std::vector<float>>(std::move(v));
@@ -167,7 +169,7 @@ struct Trainer {
 constexpr auto training = tlaunch::program(tlaunch::node<"store", Store>(),
                                            tlaunch::node<"trainer", Trainer>(tlaunch::ref<"store">));
 
-// ---- README: CPU-heavy work ----
+// ---- docs/guide/questions.md: CPU-heavy work ----
 double simulate(int steps);  // CPU-bound: seconds of work, no co_await
 
 struct Solver {
@@ -196,7 +198,7 @@ double simulate(int steps) {
   return steps * 0.5;
 }
 
-// ---- README: data store node ----
+// ---- docs/guide/data-store.md: data store node ----
 struct transition {
   int state = 0, action = 0;
   float reward = 0;
@@ -208,8 +210,10 @@ struct Actor {
   tlaunch::handle<tlaunch::data_store> replay;
   asio::awaitable<void> run(tlaunch::context& ctx) {
     tlaunch::store::writer<transition> out(replay, "replay", 32);  // 32 items per insert call
-    for (int i = 0; i < 1000; ++i)
-      co_await out.append(transition{i, i % 4, 1.0f}, /*priority=*/1.0 + ctx.index());
+    for (int i = 0; i < 1000; ++i) {
+      transition t{i, i % 4, 1.0f};  // named first: see docs/compiler-pitfalls.md
+      co_await out.append(std::move(t), /*priority=*/1.0 + ctx.index());
+    }
     co_await out.flush();  // the node has every item
   }
 };
@@ -246,7 +250,7 @@ constexpr auto agent = tlaunch::program(
     tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">));
 // ---- end ----
 
-// ---- README: batched handlers ----
+// ---- docs/guide/batched.md: batched handlers ----
 struct Policy {
   // One observation per call; one action per observation.
   std::vector<int> act(std::vector<std::vector<float>> observations) {
@@ -274,7 +278,40 @@ constexpr auto players = tlaunch::program(
     tlaunch::node<"player", Player>(tlaunch::ref<"policy">).replicas(8));
 // ---- end ----
 
-// ---- README: running on a cluster, restarts, colocation (the programs) ----
+// ---- docs/compiler-pitfalls.md: the safe spellings ----
+struct step {
+  std::vector<float> observation;  // a member that owns memory: a double free would show
+  int action = 0;
+  template <class Ar>
+  void serialize(Ar& ar) { ar(observation, action); }
+};
+
+struct Recorder {
+  tlaunch::handle<tlaunch::data_store> replay;
+  asio::awaitable<void> run(tlaunch::context& ctx) {
+    tlaunch::store::writer<step> out(replay, "steps", 8);
+    for (int i = 0; i < 100; ++i) {
+      std::vector<float> observation(4, static_cast<float>(i));
+      step s{observation, i % 4};                 // 1. name the object first,
+      co_await out.append(std::move(s), /*priority=*/1.0);  // then move it into the call
+    }
+    co_await out.flush();
+    std::vector<tlaunch::store::table_info> tables =
+        co_await replay.call<&tlaunch::data_store::info>();
+    std::uint64_t size = tables.at(0).size;         // 2. await into a variable,
+    if (size != 100) throw std::runtime_error("lost items");  // then compare
+    std::vector<tlaunch::store::priority_update> lower{{1, 0.5}};  // 3. a braced list, named
+    co_await replay.call<&tlaunch::data_store::update_priorities>("steps", lower);
+    ctx.stop_program();
+  }
+};
+
+constexpr auto recording = tlaunch::program(
+    tlaunch::node<"replay", tlaunch::data_store>(tlaunch::store::table_config{.name = "steps"}),
+    tlaunch::node<"recorder", Recorder>(tlaunch::ref<"replay">));
+// ---- end ----
+
+// ---- docs/guide/clusters.md, faults.md (restarts), colocation.md: the programs ----
 namespace cluster {
 struct Learner {
   int ping() const { return 1; }
@@ -347,7 +384,7 @@ constexpr auto diverging = tlaunch::program(tlaunch::node<"trainer", Diverging>(
 // "Launch API": the README's lines, launching `program`.
 template <class Program>
 std::pair<int, std::string> launch_api(const Program& program) {
-  // ---- README: launch API ----
+  // ---- docs/guide/launch-api.md: launch API ----
   tlaunch::launch_options o;   // tlaunch::launch::options, what main fills from its flags
   o.launch = "local_mp";       // or "local_mt" (the default); no other launcher
   o.grace = std::chrono::seconds(3);
@@ -362,7 +399,7 @@ std::pair<int, std::string> launch_api(const Program& program) {
 
 TEST_SUITE("readme") {
   TEST_CASE("test_launch: typed handles by node name, sync calls from the test's thread") {
-    // ---- README: test_launch ----
+    // ---- README and docs/guide/program.md: test_launch ----
     constexpr auto counter_only = tlaunch::program(tlaunch::node<"counter", Counter>());
     tlaunch::testing::test_launch t(counter_only);  // no producers adding meanwhile
     CHECK(t.get<"counter">().sync<&Counter::add>(2) == 2);
@@ -429,7 +466,7 @@ TEST_SUITE("readme") {
   }
 
   TEST_CASE("test_launch options: force_wire, threads, replicas") {
-    // ---- README: test_launch options ----
+    // ---- docs/guide/questions.md: test_launch options ----
     tlaunch::launch::options o;
     o.force_wire = true;         // calls between nodes go over loopback TCP, as between processes
     o.threads = 1;               // io threads (default 2)
@@ -477,6 +514,13 @@ TEST_SUITE("readme") {
     o.force_wire = true;  // items cross loopback TCP, as between processes
     tlaunch::testing::test_launch t(agent, o);
     CHECK(t.wait() == 0);  // the learner got 2000 intact samples and stopped the program
+  }
+
+  TEST_CASE("compiler pitfalls: the safe spellings append a vector-holding struct intact") {
+    tlaunch::launch::options o;
+    o.force_wire = true;
+    tlaunch::testing::test_launch t(recording, o);
+    CHECK(t.wait() == 0);  // 100 items stored, their priorities updated, the program stopped
   }
 
   TEST_CASE("batched handlers: eight players each get their own results from one batched method") {

@@ -61,7 +61,7 @@ struct node_spec {
   }
   // Under launchers of node processes, a failed instance is restarted in a fresh
   // process instead of stopping the program, within these limits (the count is
-  // overridable with --restart name=n). README, "Restarts".
+  // overridable with --restart name=n). docs/guide/faults.md, "Restarts".
   constexpr node_spec restart(restart_policy p) const {
     node_spec c = *this;
     c.restart_limits = p;
@@ -149,8 +149,8 @@ constexpr node_spec<Name, T, std::decay_t<Args>...> node(Args&&... args) {
   return {{std::forward<Args>(args)...}, 1, {}};
 }
 
-// Instances hosted by one process under launchers of node processes (README,
-// "Colocation"): each member names a node (all its replicas) or one replica ("worker/0").
+// Instances hosted by one process under launchers of node processes (docs/guide/
+// colocation.md): each member names a node (all its replicas) or one replica ("worker/0").
 struct colocation_group {
   static constexpr std::size_t max_members = 16;
   std::array<std::string_view, max_members> members{};

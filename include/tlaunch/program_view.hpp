@@ -1,7 +1,7 @@
 // A program seen without its node types: all the launch layer needs of it. The
 // launchers, node processes and tlaunch::main's body take a view, so they are plain
-// functions, compiled once with TLAUNCH_SEPARATE_COMPILATION (README, "Separate
-// compilation"); only making the view instantiates the program's node types.
+// functions, compiled once with TLAUNCH_SEPARATE_COMPILATION (docs/guide/
+// building.md); only making the view instantiates the program's node types.
 #pragma once
 
 #include <cstdint>

@@ -121,7 +121,7 @@ namespace tlaunch {
 // Starts p with o.launch (local_mt or local_mp) on a thread of its own and returns at
 // once. p is copied: a temporary is fine. Throws launch_error when the options do not
 // fit the program (an unknown node in replicas or env, another launcher). Under
-// local_mp every node process is a fork of this process (README, "Launch API").
+// local_mp every node process is a fork of this process (docs/guide/launch-api.md).
 template <class... Nodes>
 running_program start(const program_t<Nodes...>& p, launch_options o = {}) {
   auto copy = std::make_shared<const program_t<Nodes...>>(p);

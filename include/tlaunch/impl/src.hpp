@@ -1,7 +1,7 @@
 // The whole compiled library in one translation unit: include this header in exactly one
 // .cpp file of a program whose every translation unit is built with
-// TLAUNCH_SEPARATE_COMPILATION and ASIO_SEPARATE_COMPILATION defined (README, "Separate
-// compilation"). tlaunch's own builds (the CMake target tlaunch::tlaunch, Meson's
+// TLAUNCH_SEPARATE_COMPILATION and ASIO_SEPARATE_COMPILATION defined (docs/guide/
+// building.md). tlaunch's own builds (the CMake target tlaunch::tlaunch, Meson's
 // dependency('tlaunch'), libtlaunch.a) compile the same parts in translation units of their
 // own, src/*.cpp, one per part of tlaunch/impl/src/, so that a parallel build spreads them.
 #pragma once

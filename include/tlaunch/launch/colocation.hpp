@@ -1,7 +1,7 @@
 // Colocation groups: which instances share one node process. The program declares
 // groups (program_t::colocate), --colocate adds groups that take their members out of
 // the program's, --no-colocate drops the program's. A member is "node" (every replica)
-// or "node/INDEX" (one replica). README, "Colocation".
+// or "node/INDEX" (one replica). docs/guide/colocation.md.
 #pragma once
 
 #include <algorithm>

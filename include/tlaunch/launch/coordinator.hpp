@@ -261,7 +261,7 @@ class coordinator final : public rpc::connection_sink {
     });
   }
   void log(const std::string& m) override { out_.print("launcher", stream::err, m); }
-  // Rate-limited, as every line about peers that misbehave (README, "bad peers").
+  // Rate-limited, as every line about peers that misbehave (docs/guide/faults.md).
   void log_bad_peer(std::string_view reason, const std::string& line) {
     if (auto l = cfg_->bad_peer_log->admit(reason, line)) log(*l);
   }

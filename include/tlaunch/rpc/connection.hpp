@@ -78,7 +78,7 @@ struct connection_config : hello_identity {
   // wait to the reactor (see connection::read_more).
   const std::atomic<std::int64_t>* busy_poll_us = nullptr;
 
-  // What a peer that has not authenticated yet may cost (see README, "bad peers").
+  // What a peer that has not authenticated yet may cost (docs/guide/faults.md, bad peers).
   // The hello exchange must complete within this time (0: no deadline).
   std::chrono::milliseconds handshake_timeout{5000};
   // Accepted connections that have not completed the exchange; more are closed at once.
@@ -103,7 +103,7 @@ struct connection_config : hello_identity {
   std::chrono::milliseconds liveness{1000};
   // What a peer that does not read may cost: a connection on which a reply or control
   // frame is queued while more than this many bytes wait unsent is closed: four times
-  // max_frame, at least 64 MiB (see README, "bad peers").
+  // max_frame, at least 64 MiB (docs/guide/faults.md, bad peers).
   std::uint64_t unsent_limit() const {
     return std::max<std::uint64_t>(std::uint64_t{64} << 20, std::uint64_t{4} * max_frame);
   }

@@ -142,11 +142,15 @@ TEST_SUITE("examples") {
     }
   }
 
-  TEST_CASE("local_mt says it does not restart nodes, and runs the program") {
-    auto r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--restart", "producer=2"});
+  TEST_CASE("local_mt says in one line what it does not apply, and runs the program") {
+    auto r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--restart", "producer=2", "--env",
+                      "counter:MODE=x"});
     CAPTURE(r.all);
     CHECK(r.code == 0);
-    CHECK(has(r.err, "--launch=local_mt does not restart nodes (node 'producer'"));
+    CHECK(process::occurrences(r.err, "--launch=local_mt runs every node in this one process") ==
+          1);
+    CHECK(has(r.err, "the environment of 'counter'"));
+    CHECK(has(r.err, "the restart policy of 'producer' (a failure stops the program)"));
     CHECK(process::occurrences(r.out, "added 100") == 4);
   }
 

@@ -264,11 +264,26 @@ TEST_SUITE("k8s") {
     for (const char* k : {"CUDA_VISIBLE_DEVICES", "MODE", "SHARD"}) ::unsetenv(k);
   }
 
-  TEST_CASE("local_mt refuses a program whose node has an environment of its own, naming it") {
-    tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
-    CHECK_THROWS_WITH_AS(tlaunch::launch::run_local_mt(env_program, options{}, out),
-                         doctest::Contains("node 'learner' sets CUDA_VISIBLE_DEVICES with .env()"),
-                         tlaunch::launch_error);
+  TEST_CASE("local_mt names in one line what does not apply in one process") {
+    auto nodes = tlaunch::detail::describe(env_program, {});
+    CHECK(tlaunch::launch::one_process_warning(nodes, options{}) ==
+          "--launch=local_mt runs every node in this one process and does not apply the "
+          "environment of 'learner' (every node shares this process's); the resource hints of "
+          "'learner' (2 cpus, 1 gpus, 4096 MB) and 'actor' (1 cpus); --launch=local_mp does");
+    options o;
+    o.env["actor"] = {{"MODE", "x"}};
+    nodes[1].restart.max_restarts = 2;
+    nodes[0].resources = nodes[1].resources = {};
+    CHECK(tlaunch::launch::one_process_warning(nodes, o) ==
+          "--launch=local_mt runs every node in this one process and does not apply the "
+          "environment of 'learner' and 'actor' (every node shares this process's); the restart "
+          "policy of 'actor' (a failure stops the program); --launch=local_mp does");
+    nodes[0].env.clear();
+    CHECK(tlaunch::launch::one_process_warning(nodes, options{}) ==
+          "--launch=local_mt runs every node in this one process and does not apply the restart "
+          "policy of 'actor' (a failure stops the program); --launch=local_mp does");
+    nodes[1].restart.max_restarts = 0;
+    CHECK(tlaunch::launch::one_process_warning(nodes, options{}).empty());
   }
 
   TEST_CASE("resource hints: srun takes the largest, with a warning; local_mp and ssh warn") {

@@ -37,7 +37,6 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
   auto nodes = p.describe(o.replicas);
   launch::check_env_nodes(nodes, o);
   launch::apply_restart_flags(nodes, o);
-  if (o.launch == "local_mt") launch::refuse_node_env(nodes, o);
   o.handle_signals = false;  // the caller's dispositions stay as they are
   o.help = o.agent = false;
   o.role.clear();

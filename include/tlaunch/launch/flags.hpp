@@ -190,7 +190,8 @@ Placement (launchers that run nodes on other hosts):
   --coordinator-host=ADDR  address the hosts reach this machine at
                            (default: the local address of each host's connection)
   --env NAME:KEY=VALUE     set KEY in node NAME's processes ("{index}" in VALUE
-                           becomes the replica's index; repeatable; not local_mt)
+                           becomes the replica's index; repeatable; local_mt
+                           warns that it does not apply)
 )";
   for (const auto& l : launchers.entries)
     if (!l.usage.empty())

@@ -28,20 +28,10 @@ TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const opti
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
 TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
                                      output_printer& out, const run_hooks& hooks) {
-  refuse_node_env(p.describe(o.replicas), o);
-  warn_ignored_resources(p.describe(o.replicas), "local_mt", out);
   {
     auto nodes = p.describe(o.replicas);
     apply_restart_flags(nodes, o);
-    for (const auto& n : nodes)
-      if (n.restart.max_restarts > 0) {
-        out.print("launcher", stream::err,
-                  fmt::format("--launch=local_mt does not restart nodes (node '{}' has a restart "
-                              "policy): every node runs in this process, and a failure stops "
-                              "the program",
-                              n.name));
-        break;
-      }
+    if (auto w = one_process_warning(nodes, o); !w.empty()) out.print("launcher", stream::err, w);
   }
   tlaunch::detail::runtime_options ro;
   ro.threads = o.threads ? o.threads : 2;

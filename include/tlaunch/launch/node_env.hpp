@@ -85,24 +85,6 @@ inline void apply_node_env(const tlaunch::detail::node_info& n, const options& o
     ::setenv(key.c_str(), node_env_value(value, index).c_str(), 1);
 }
 
-// local_mt: every node shares this process's environment, so none can have its own.
-inline void refuse_node_env(const options& o) {
-  if (o.env.empty()) return;
-  throw launch_error("--env gives node '" + o.env.begin()->first +
-                     "' an environment of its own, which --launch=local_mt (every node in this "
-                     "one process) cannot do; use --launch=local_mp");
-}
-inline void refuse_node_env(const std::vector<tlaunch::detail::node_info>& nodes,
-                            const options& o) {
-  refuse_node_env(o);
-  for (const auto& n : nodes)
-    if (!n.env.empty())
-      throw launch_error(fmt::format(
-          "node '{}' sets {} with .env(), an environment of its own, which --launch=local_mt "
-          "(every node in this one process) cannot do; use --launch=local_mp",
-          n.name, n.env.front().first));
-}
-
 // The hint every instance gets when one template serves them all (an srun step, a pod
 // template): the largest of each. `differ` is set when the nodes' hints are not all alike.
 inline tlaunch::detail::node_resources largest_resources(
@@ -157,6 +139,42 @@ inline std::string largest_resources_warning(const std::vector<tlaunch::detail::
   return fmt::format(
       "--launch={} gives every instance the same resources, the largest hint of any node: {}",
       launcher, describe_resources(r));
+}
+
+// local_mt runs every node in this one process, so what is about processes does not apply:
+// a node's own environment (.env(), --env; every node shares this process's), restart
+// policies (a failure stops the program) and resource hints. The program runs anyway (it is
+// the launch to debug it in), with this one line naming what does not apply, or "" when all
+// of it does. Colocation needs no line: every node shares this process already.
+inline std::string one_process_warning(const std::vector<tlaunch::detail::node_info>& nodes,
+                                       const options& o) {
+  // "'a'", "'a' and 'b'", "'a', 'b' and 'c'"
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      s += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+    return s;
+  };
+  std::vector<std::string> env, restart, resources;
+  for (const auto& n : nodes) {
+    if (!n.env.empty() || o.env.count(std::string(n.name)))
+      env.push_back(fmt::format("'{}'", n.name));
+    if (n.restart.max_restarts > 0) restart.push_back(fmt::format("'{}'", n.name));
+    if (n.resources.any())
+      resources.push_back(fmt::format("'{}' ({})", n.name, describe_resources(n.resources)));
+  }
+  std::vector<std::string> parts;
+  if (!env.empty())
+    parts.push_back(fmt::format("the environment of {} (every node shares this process's)",
+                                names(env)));
+  if (!restart.empty())
+    parts.push_back(fmt::format("the restart policy of {} (a failure stops the program)",
+                                names(restart)));
+  if (!resources.empty()) parts.push_back("the resource hints of " + names(resources));
+  if (parts.empty()) return "";
+  std::string line = "--launch=local_mt runs every node in this one process and does not apply ";
+  for (std::size_t i = 0; i < parts.size(); ++i) line += (i == 0 ? "" : "; ") + parts[i];
+  return line + "; --launch=local_mp does";
 }
 
 }  // namespace tlaunch::launch

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <tlaunch/launch/registry.hpp>
+#include <tlaunch/launch/node_env.hpp>
 #include <algorithm>
 #include <vector>
 

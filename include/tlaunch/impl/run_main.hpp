@@ -12,17 +12,22 @@
 #include <vector>
 
 #include "../detail/config.hpp"
-#include "../launch/agent.hpp"
 #include "../launch/colocation.hpp"
+#include "../launch/entry_points.hpp"
 #include "../launch/flags.hpp"
-#include "../launch/k8s.hpp"
 #include "../launch/node_env.hpp"
 #include "../launch/node_forker.hpp"
-#include "../launch/node_process.hpp"
 #include "../launch/node_watch.hpp"
 #include "../launch/output.hpp"
 #include "../launch/registry.hpp"
 #include "../program_view.hpp"
+
+// Header-only: the bodies of the entry points called here.
+#if !defined(TLAUNCH_SEPARATE_COMPILATION)
+#include "../launch/agent.hpp"
+#include "../launch/k8s.hpp"
+#include "../launch/node_process.hpp"
+#endif
 
 
 namespace tlaunch::launch {

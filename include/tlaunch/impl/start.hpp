@@ -14,19 +14,24 @@
 
 #include "../error.hpp"
 #include "../launch/launcher.hpp"
-#include "../launch/local_mp.hpp"
-#include "../launch/local_mt.hpp"
+#include "../launch/entry_points.hpp"
 #include "../launch/node_env.hpp"
 #include "../launch/output.hpp"
 #include "../program_view.hpp"
 #include "../start.hpp"
 
+// Header-only: the bodies of the two launchers tlaunch::start runs.
+#if !defined(TLAUNCH_SEPARATE_COMPILATION)
+#include "../launch/local_mp.hpp"
+#include "../launch/local_mt.hpp"
+#endif
+
 
 namespace tlaunch::detail {
 
 TLAUNCH_DECL running_program start_view(const program_view& p,
-                                              std::shared_ptr<const void> keep,
-                                              launch_options o) {
+                                        std::shared_ptr<const void> keep,
+                                        launch_options o) {
   if (o.launch != "local_mt" && o.launch != "local_mp")
     throw launch_error(fmt::format(
         "tlaunch::start runs programs with local_mt or local_mp, not '{}' (other launchers: "

@@ -43,6 +43,7 @@
 #include "../detail/self_exe.hpp"
 #include "child.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "local_child.hpp"
 #include "node_forker.hpp"
 
@@ -76,15 +77,9 @@ inline std::vector<std::string_view> words(std::string_view line) {
 // ---------------------------------------------------------------------------------------
 // The agent side: what `<binary> --tlaunch-agent` runs (tlaunch::main calls it).
 
-// stopped_limit: a node stopped that long is killed (local_child_options::stopped_limit).
-// fork_tail: the arguments the agent itself was started with after --tlaunch-agent, from
-// which its main() built the program. A node whose argv ends with them is forked by this
-// process's node forker (node_forker.hpp), when it has one; any other is executed.
-TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit = {},
-                                  const std::vector<std::string>& fork_tail = {});
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_NODE)
 TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
-                                  const std::vector<std::string>& fork_tail) {
+                           const std::vector<std::string>& fork_tail) {
   // The launcher's end may vanish: a write to it then fails with EPIPE, never kills us
   // before we kill our nodes. Node processes start with SIGPIPE at its default again.
   ::signal(SIGPIPE, SIG_IGN);

@@ -66,6 +66,7 @@
 #include "colocation.hpp"
 #include "coordinator.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
@@ -93,22 +94,6 @@ inline constexpr std::string_view k8s_secret_dir = "/etc/tlaunch";
 
 namespace detail {
 
-// A DNS label from `s`: lower case, [a-z0-9-], starting with a letter, at most `max`.
-inline std::string dns_label(std::string_view s, std::size_t max = 40) {
-  std::string out;
-  for (char c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (ok)
-      out += c;
-    else if (!out.empty() && out.back() != '-')
-      out += '-';
-  }
-  if (out.empty() || !(out[0] >= 'a' && out[0] <= 'z')) out.insert(0, "p-");
-  if (out.size() > max) out.resize(max);
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  return out;
-}
 
 // A YAML double-quoted scalar (JSON's string syntax, which YAML includes).
 inline std::string yaml_quote(std::string_view s) {
@@ -607,20 +592,15 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
   return node;
 }
 
-// --launch=k8s: writes the manifests of p's Job, Service and Secret; the exit code.
-TLAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
-                                output_printer& out);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
 TLAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
-                                output_printer& out) {
+                         output_printer& out) {
   auto nodes = p.describe(o.replicas);
   // One pod per node process: a colocation group's pod hosts all its members.
   return write_k8s_manifests(nodes, colocation_groups(nodes, p.colocated(), o), o, out);
 }
 #endif
 
-// A pod of --launch=k8s's Job (--tlaunch-role=k8s): the coordinator or one node.
-TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
 TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
   try {
@@ -640,44 +620,5 @@ TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const optio
 }
 #endif
 
-struct k8s_launcher {
-  static constexpr std::string_view name = "k8s";
-  static constexpr std::string_view summary =
-      "writes Kubernetes manifests (an Indexed Job, a headless Service, a Secret)";
-  static constexpr std::string_view usage =
-      R"(Kubernetes (--launch=k8s; writes manifests, `kubectl apply` runs them):
-  --k8s-image=IMAGE        the image the pods run (holds this program; required)
-  --k8s-binary=PATH        the program's path in the image (default: its path here)
-  --k8s-namespace=NS       the namespace of every object (default: default)
-  --k8s-name=NAME          the Job's and Service's name (default: tlaunch-<binary>)
-  --k8s-out=DIR            write DIR/{job,service,secret}.yaml (default: stdout)
-  --k8s-port=PORT          the coordinator pod's port (default 7070)
-  --k8s-volcano            schedule with Volcano: a PodGroup of every pod (gang start)
-)";
-  static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
-    if (f == "--k8s-volcano") {
-      r.no_value();
-      o.launcher_flags[f] = "";
-      return true;
-    }
-    if (f != "--k8s-image" && f != "--k8s-binary" && f != "--k8s-namespace" && f != "--k8s-name" &&
-        f != "--k8s-out" && f != "--k8s-port")
-      return false;
-    std::string v = r.value();
-    if (f == "--k8s-port") {
-      if (detail::parse_uint(f, v, 65535) == 0) throw usage_error("--k8s-port: must be at least 1");
-    } else if (f == "--k8s-namespace" && detail::dns_label(v, 63) != v) {
-      throw usage_error(fmt::format("--k8s-namespace: '{}' is not a DNS label", v));
-    } else if (v.empty()) {
-      throw usage_error(f + " needs a value");
-    }
-    o.launcher_flags[f] = v;
-    return true;
-  }
-  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    return run_k8s(p, o, out);
-  }
-};
-static_assert(launcher<k8s_launcher>);
 
 }  // namespace tlaunch::launch

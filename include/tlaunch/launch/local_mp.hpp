@@ -17,6 +17,7 @@
 #include "colocation.hpp"
 #include "coordinator.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
@@ -27,14 +28,9 @@
 
 namespace tlaunch::launch {
 
-// hooks (launcher.hpp): with fork_nodes, each node process is a fork of this one that
-// runs run_node_process on the program in memory (tlaunch::start: the caller's code
-// before the launch does not run again), not this binary executed with its role.
-TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
-                                     output_printer& out, const run_hooks& hooks = {});
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
 TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
-                                     output_printer& out, const run_hooks& hooks) {
+                              output_printer& out, const run_hooks& hooks) {
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
@@ -85,17 +81,5 @@ TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const opti
 }
 #endif
 
-struct local_mp_launcher {
-  static constexpr std::string_view name = "local_mp";
-  static constexpr std::string_view summary = "one process per node on this machine";
-  static constexpr std::string_view usage = "";
-  static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
-    return no_flags(o, f, r);
-  }
-  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    return run_local_mp(p, o, out);
-  }
-};
-static_assert(launcher<local_mp_launcher>);
 
 }  // namespace tlaunch::launch

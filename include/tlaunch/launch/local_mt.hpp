@@ -12,6 +12,7 @@
 #include "../detail/secret.hpp"
 #include "../program_view.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "lifecycle.hpp"
@@ -20,14 +21,9 @@
 
 namespace tlaunch::launch {
 
-// Runs the program in this process until it stops; returns the exit code. hooks
-// (launcher.hpp): `started` once every node is constructed and running, before waiting
-// (the test launch takes the runtime from it); `publish_stop`, `failed`.
-TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
-                                     output_printer& out, const run_hooks& hooks = {});
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
 TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
-                                     output_printer& out, const run_hooks& hooks) {
+                              output_printer& out, const run_hooks& hooks) {
   {
     auto nodes = p.describe(o.replicas);
     apply_restart_flags(nodes, o);
@@ -142,17 +138,5 @@ TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const opti
 }
 #endif
 
-struct local_mt_launcher {
-  static constexpr std::string_view name = "local_mt";
-  static constexpr std::string_view summary = "every node in this process";
-  static constexpr std::string_view usage = "";
-  static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
-    return no_flags(o, f, r);
-  }
-  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    return run_local_mt(p, o, out);
-  }
-};
-static_assert(launcher<local_mt_launcher>);
 
 }  // namespace tlaunch::launch

@@ -29,6 +29,7 @@
 #include "../program_view.hpp"
 #include "../wire/codec.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
 #include "node_env.hpp"
@@ -75,11 +76,9 @@ inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields
 
 }  // namespace detail
 
-TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
-                                         const options& given);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_NODE)
 TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
-                                         const options& given) {
+                                  const options& given) {
   options o = given;
   if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank
     try {

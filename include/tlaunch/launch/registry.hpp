@@ -1,6 +1,6 @@
-// The launchers --launch chooses from. Adding one: a header with its launcher type
-// (see launch/launcher.hpp) and one entry in registered_launchers below; --launch,
-// --help and dispatch follow from this list.
+// The launchers --launch chooses from. Adding one: its launcher type (see
+// launch/launcher.hpp) in launch/entry_points.hpp, its body in a header of its own, and one
+// entry in registered_launchers below; --launch, --help and dispatch follow from this list.
 #pragma once
 
 #include <string>
@@ -8,14 +8,19 @@
 
 #include "../error.hpp"
 #include "../program_view.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
-#include "k8s.hpp"
 #include "launcher.hpp"
+#include "output.hpp"
+
+// Header-only: the launchers' bodies, which running them needs.
+#if !defined(TLAUNCH_SEPARATE_COMPILATION)
+#include "k8s.hpp"
 #include "local_mp.hpp"
 #include "local_mt.hpp"
-#include "output.hpp"
 #include "slurm.hpp"
 #include "ssh.hpp"
+#endif
 
 namespace tlaunch::launch {
 

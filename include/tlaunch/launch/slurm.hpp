@@ -55,6 +55,7 @@
 #include "colocation.hpp"
 #include "coordinator.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "local_child.hpp"
@@ -477,14 +478,9 @@ class private_temp_dir {
 
 }  // namespace detail
 
-// Runs every node of p as a task of one srun step in the current allocation and runs the
-// program to its end; returns the launcher's exit code. Throws launch_error outside an
-// allocation, inside a step of several tasks, or for a --place host not in the allocation.
-TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
-                                  output_printer& out);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
 TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
-                                  output_printer& out) {
+                           output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0')
@@ -621,27 +617,5 @@ TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options
 }
 #endif
 
-struct slurm_launcher {
-  static constexpr std::string_view name = "slurm";
-  static constexpr std::string_view summary =
-      "nodes as the tasks of one srun step, inside an sbatch or salloc allocation";
-  static constexpr std::string_view usage = R"(Slurm (--launch=slurm, inside sbatch or salloc):
-  --place NAME=NODE1,NODE2  Slurm nodes of the allocation for NAME's replicas
-                           (others round-robin over the allocation's nodes)
-  --srun-arg=ARG           one more option for srun (repeatable), e.g.
-                           --srun-arg=--cpus-per-task=2
-)";
-  static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
-    if (name != "--srun-arg") return false;
-    std::string v = r.value();
-    if (v.find('\n') != std::string::npos) throw usage_error("--srun-arg: no newlines");
-    o.launcher_flags[name] += v + '\n';  // repeatable: one option a line
-    return true;
-  }
-  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    return run_slurm(p, o, out);
-  }
-};
-static_assert(launcher<slurm_launcher>);
 
 }  // namespace tlaunch::launch

@@ -36,6 +36,7 @@
 #include "colocation.hpp"
 #include "coordinator.hpp"
 #include "decl.hpp"
+#include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
 #include "node_env.hpp"
@@ -103,16 +104,9 @@ class late_callbacks : public std::enable_shared_from_this<late_callbacks> {
 
 }  // namespace ssh_launch_detail
 
-// Launches every node of p on the hosts of o (--hosts, --hostfile, --place) and
-// runs the program to its end; returns the launcher's exit code. Throws
-// launch_error, naming each host, when a host cannot be reached, refuses the key,
-// has an unknown or changed host key, or cannot take the binary.
-// TLAUNCH_TIMINGS=1 in the environment prints how long each phase took.
-TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
-                                output_printer& out);
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_SSH)
 TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
-                                output_printer& out) {
+                         output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
   auto nodes = p.describe(o.replicas);
   warn_ignored_resources(nodes, "ssh", out);
@@ -302,55 +296,5 @@ TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& 
 }
 #endif
 
-struct ssh_launcher {
-  static constexpr std::string_view name = "ssh";
-  static constexpr std::string_view summary = "nodes on the SSH hosts of --hosts / --hostfile";
-  static constexpr std::string_view usage = R"(SSH (--launch=ssh):
-  --ssh-identity=FILE      private key (default: ssh-agent, then ~/.ssh/id_*)
-  --ssh-accept-new         accept and record unknown host keys
-  --known-hosts=FILE       known_hosts file (default ~/.ssh/known_hosts)
-  --ssh-parallel=N         SSH handshakes at once per host (default 8)
-  --ssh-cache-dir=DIR      where each host keeps the binary, one folder per build
-                           (default ~/.cache/tlaunch; relative to the remote home)
-  --ssh-cache-keep=N       builds each host's cache keeps, the most recently used
-                           ones (default 3; 0 keeps all)
-  --ssh-per-node-exec      start every node through an SSH exec of its own instead of
-                           one agent per host (slower: for comparison)
-  --ssh-terminal=tmux      deprecated: the same as --terminal=tmux
-)";
-  static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
-    if (name == "--ssh-identity") {
-      o.ssh_identity = r.value();
-    } else if (name == "--ssh-accept-new") {
-      r.no_value();
-      o.ssh_accept_new = true;
-    } else if (name == "--known-hosts") {
-      o.known_hosts = r.value();
-    } else if (name == "--ssh-terminal") {  // deprecated: --terminal=tmux
-      std::string v = r.value();
-      if (v != "tmux") throw usage_error("--ssh-terminal: '" + v + "' is not tmux");
-      o.terminal = v;
-    } else if (name == "--ssh-per-node-exec") {
-      r.no_value();
-      o.launcher_flags[name] = "";
-    } else if (name == "--ssh-cache-dir") {
-      std::string v = r.value();
-      if (v.empty()) throw usage_error("--ssh-cache-dir: empty directory");
-      o.launcher_flags[name] = v;
-    } else if (name == "--ssh-cache-keep") {
-      o.launcher_flags[name] = std::to_string(detail::parse_uint(name, r.value(), 1000000));
-    } else if (name == "--ssh-parallel") {
-      o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
-      if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");
-    } else {
-      return false;
-    }
-    return true;
-  }
-  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
-    return run_ssh(p, o, out);
-  }
-};
-static_assert(launcher<ssh_launcher>);
 
 }  // namespace tlaunch::launch

@@ -87,6 +87,7 @@ class call_op : public pending_call, public std::enable_shared_from_this<call_op
   // Completes the call with e unless it has completed; true if this did.
   TLAUNCH_RPC_CALL_PATHS_DECL bool fail(std::exception_ptr e);
   TLAUNCH_RPC_CALL_PATHS_DECL void fail_unavailable(const std::string& why) override;
+  TLAUNCH_RPC_CALL_PATHS_DECL void fail_stopping(const std::string& why) override;
   // Stops the deadline timer, if any (the first step of every completion).
   TLAUNCH_RPC_CALL_PATHS_DECL void stop_timer();
   // A local call ends early (deadline, cancellation): completes with e and cancels a
@@ -187,6 +188,10 @@ TLAUNCH_RPC_CALL_PATHS_DECL bool call_op::fail(std::exception_ptr e) {
 
 TLAUNCH_RPC_CALL_PATHS_DECL void call_op::fail_unavailable(const std::string& why) {
   fail(tlaunch::detail::make_error<unavailable>(target.site(), why));
+}
+
+TLAUNCH_RPC_CALL_PATHS_DECL void call_op::fail_stopping(const std::string& why) {
+  fail(tlaunch::detail::make_error<stopping>(target.site(), why));
 }
 
 TLAUNCH_RPC_CALL_PATHS_DECL void call_op::stop_timer() {

@@ -332,6 +332,9 @@ TLAUNCH_LAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   });
 
   rt.start_threads();
+  // The most each of the waits before the connections close may take: a small part of
+  // the grace period, which the launcher enforces.
+  const auto short_wait = std::min<std::chrono::milliseconds>(o.grace / 4, std::chrono::seconds(1));
   {
     std::unique_lock lk(mu);
     cv.wait(lk, [&] { return life.stopping(); });
@@ -340,17 +343,17 @@ TLAUNCH_LAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       std::fprintf(stderr, "tlaunch: node %s did not stop within the grace period\n",
                    o.role.c_str());
       if (own_exit_code == 0 && life.exit_code() == 0) own_exit_code = 4;
-    } else {
+    } else if (life.stop_reason() == "stdin closed") {
       // EOF on stdin comes with the coordinator's stop frame, often first: the frame says
       // whether the program stops, which peers are told before connections close.
-      cv.wait_for(lk, std::chrono::seconds(1), [&] { return coordinator_spoke; });
+      cv.wait_for(lk, short_wait, [&] { return coordinator_spoke; });
     }
   }
   if (run_over) {
     // What is queued (the stopping frame to peers, node_done to the coordinator) goes
     // out before the connections close, which drops it.
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    rt.drain_writes(std::chrono::seconds(1));
+    auto until = std::chrono::steady_clock::now() + short_wait;
+    rt.drain_writes(short_wait);
     while (std::chrono::steady_clock::now() < until &&
            !std::all_of(coords.begin(), coords.end(), [](const auto& c) { return c->flushed(); }))
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -4,8 +4,9 @@
 // learning rate depends on the results so far (an adaptive sweep). Prints a table and
 // the best rate. A rate that diverges makes its trainer fail: that run's exit code is 1
 // and its failure names the node; the sweep goes on.
-//   ./sweep            # node processes (local_mp)
-//   ./sweep local_mt   # every node in this process
+//   ./sweep                     # node processes (local_mp)
+//   ./sweep --launch=local_mt   # every node in this process (also: ./sweep local_mt)
+// Any other argument is a usage error (exit 2): tlaunch::start runs local_mt and local_mp.
 #include <tlaunch/tlaunch.hpp>
 
 #include <unistd.h>
@@ -55,9 +56,34 @@ struct trial {
   std::string failure;  // when it is not
 };
 
+// The launch type from the command line: [--launch=]local_mp (the default) or local_mt;
+// false when the arguments are anything else.
+bool parse_launch(int argc, char** argv, std::string& launch) {
+  launch = "local_mp";
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 2 && args[0] == "--launch") args = {"--launch=" + args[1]};
+  if (args.empty()) return true;
+  if (args.size() != 1) return false;
+  std::string a = args[0];
+  if (a.rfind("--launch=", 0) == 0) a = a.substr(9);
+  if (a != "local_mp" && a != "local_mt") return false;
+  launch = a;
+  return true;
+}
+
 int main(int argc, char** argv) {
   tlaunch::launch_options o;
-  o.launch = argc > 1 ? argv[1] : "local_mp";
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf("usage: %s [--launch=local_mp|local_mt]\n", argv[0]);
+    return 0;
+  }
+  if (!parse_launch(argc, argv, o.launch)) {
+    std::fprintf(stderr,
+                 "%s: unexpected arguments%s%s\nusage: %s [--launch=local_mp|local_mt] "
+                 "(one run per learning rate, with tlaunch::start: local_mt or local_mp)\n",
+                 argv[0], argc > 1 ? ": " : "", argc > 1 ? argv[1] : "", argv[0]);
+    return 2;
+  }
   o.color = "never";
   auto result_file = std::filesystem::temp_directory_path() /
                      fmt::format("tlaunch_sweep_{}.loss", ::getpid());

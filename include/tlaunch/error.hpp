@@ -1,5 +1,5 @@
 // The errors tlaunch throws to a caller. The call errors (remote_error,
-// unavailable, timeout, cancelled) are defined by the rpc layer.
+// unavailable and its stopping, timeout, cancelled) are defined by the rpc layer.
 #pragma once
 
 #include "rpc/errors.hpp"

@@ -4,8 +4,9 @@
 //   auto f = counter.async<&Counter::add>(1);  ...  co_await f.async_wait();
 //   counter.sync<&Counter::get>();                                  // from a plain thread
 //
-// Errors: tlaunch::remote_error (the method threw), tlaunch::unavailable,
-// tlaunch::timeout (call_options::timeout), tlaunch::cancelled.
+// Errors: tlaunch::remote_error (the method threw), tlaunch::unavailable (and its
+// tlaunch::stopping: the target stopped with the program), tlaunch::timeout
+// (call_options::timeout), tlaunch::cancelled.
 #pragma once
 
 #include <asio/async_result.hpp>

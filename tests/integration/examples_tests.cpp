@@ -106,6 +106,27 @@ TEST_SUITE("examples") {
     CHECK(has(r.out, "total now 200\n"));
   }
 
+  TEST_CASE("every example takes --launch=local_mp (exit 0) and refuses --bogus (usage, exit 2)") {
+    // Never an uncaught exception: a flag an example does not take is a usage error.
+    const std::vector<std::string> exes = {
+        TLAUNCH_HELLO_WORLD_EXE, TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE,
+        TLAUNCH_CONSUMER_PRODUCERS_EXE, TLAUNCH_RUN_CMD_EXE, TLAUNCH_ACTOR_LEARNER_EXE,
+        TLAUNCH_TOPOLOGIES_EXE, TLAUNCH_DATA_PARALLEL_EXE, TLAUNCH_SWEEP_EXE};
+    for (const auto& exe : exes) {
+      CAPTURE(exe);
+      auto r = it::run({exe, "--launch=local_mp"}, std::chrono::seconds(120));
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      CHECK_FALSE(has(r.all, "terminate called"));
+      r = it::run({exe, "--bogus"});
+      CAPTURE(r.all);
+      CHECK(r.code == 2);
+      CHECK(has(r.err, "usage"));
+      CHECK(has(r.err, "--bogus"));
+      CHECK_FALSE(has(r.all, "terminate called"));
+    }
+  }
+
   TEST_CASE("a bad command line prints the usage and exits 2") {
     auto r = it::run({TLAUNCH_HELLO_WORLD_EXE, "--bogus"});
     CHECK(r.code == 2);

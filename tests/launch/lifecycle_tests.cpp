@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <tlaunch/launch/lifecycle.hpp>
 
 #include "../integration/process.hpp"
@@ -102,6 +103,7 @@ TEST_SUITE("lifecycle") {
     auto of = [](auto e) { return tlaunch::launch::fault_of(std::make_exception_ptr(e)); };
     tlaunch::call_site site{"store/0", "Store::get"};
     CHECK(of(tlaunch::unavailable(site, "closed by store/0")) == fault::call_error);
+    CHECK(of(tlaunch::stopping(site, "closed by store/0")) == fault::call_error);
     CHECK(of(tlaunch::cancelled(site)) == fault::call_error);
     CHECK(of(tlaunch::timeout(site)) == fault::call_error);
     CHECK(of(tlaunch::remote_error(site, "no")) == fault::call_error);
@@ -136,13 +138,45 @@ TEST_SUITE("lifecycle") {
       it::process p({TLAUNCH_STOP_RACE_EXE, "--launch=local_mp", "--", "unavailable", marker});
       int code = p.wait_or_kill(30s);
       CAPTURE(p.all());
-      // The race happened: worker/1's call failed because store/0 had stopped...
-      CHECK(has(p.out(), "unavailable"));
+      // The race happened: worker/1's call failed because store/0 had stopped, which
+      // store/0 had said (tlaunch::stopping)...
+      CHECK(has(p.out(), "Store::get ended by the program's stop: "));
       // ...and that is not a failure of the program (the error's own text may say
-      // "read ... failed", so look for the launcher's report of a failed node).
+      // "read ... failed", so look for the launcher's report of a failed node), nor
+      // an error of worker/1's.
       CHECK(code == 0);
       CHECK_FALSE(has(p.err(), "[launcher] node "));
+      CHECK_FALSE(has(p.all(), "ended with an error"));
       CHECK(it::node_pids(marker).empty());
+    }
+  }
+
+  TEST_CASE("stop race: a call in flight when its callee stops ends with tlaunch::stopping") {
+    // store/0 never answers worker/1's call; worker/0 stops the program once store/0
+    // serves it, and worker/1's own stop is held back: store/0 always stops first, with
+    // the call in flight. Plain TCP and --tls (the stopping frame travels inside TLS).
+    for (std::vector<std::string> extra : {std::vector<std::string>{},
+                                           std::vector<std::string>{"--tls"}}) {
+      for (int round = 0; round < 2; ++round) {
+        CAPTURE(round);
+        CAPTURE(extra.size());
+        auto marker = it::unique_marker("stop-in-flight");
+        std::vector<std::string> argv{TLAUNCH_STOP_RACE_EXE, "--launch=local_mp"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        argv.insert(argv.end(), {"--", "in_flight", marker});
+        it::process p(argv);
+        int code = p.wait_or_kill(30s);
+        CAPTURE(p.all());
+        CHECK(has(p.out(), "[worker/0] worker/1's call is in flight: stopping the program"));
+        CHECK(has(p.out(),
+                  "[worker/1] in flight: tlaunch::stopping: store/0 Store::hang ended by the "
+                  "program's stop: "));
+        CHECK(code == 0);
+        CHECK_FALSE(has(p.all(), "ended with an error"));
+        CHECK_FALSE(has(p.all(), "failed"));
+        CHECK_FALSE(has(p.all(), "exited with code"));
+        CHECK(it::node_pids(marker).empty());
+      }
     }
   }
 

@@ -192,6 +192,28 @@ TEST_SUITE("ssh_launch") {
     CHECK(it::node_pids(cached_path(TLAUNCH_CONSUMER_PRODUCERS_EXE)).empty());
   }
 
+#if defined(TLAUNCH_STOP_RACE_EXE)
+  TEST_CASE("a call in flight when its callee stops first ends with the stop, plain and --tls: exit 0") {
+    // stop_race (tests/launch): store/0 never answers worker/1's call, worker/0 stops the
+    // program once store/0 serves it, and worker/1's stop is held back until it reports:
+    // store/0 always stops first, on another host, with the call in flight.
+    for (std::vector<std::string> flags : {std::vector<std::string>{},
+                                           std::vector<std::string>{"--tls"}}) {
+      CAPTURE(flags.size());
+      auto r = it::run(ssh_launch(TLAUNCH_STOP_RACE_EXE, {h2(), h3()}, flags, {"in_flight"}), 60s);
+      CAPTURE(r.all);
+      CHECK(r.code == 0);
+      CHECK(has(r.out, "] worker/1's call is in flight: stopping the program"));
+      CHECK(has(r.out, "] in flight: tlaunch::stopping: store/0 Store::hang ended by the "
+                       "program's stop: "));
+      CHECK_FALSE(has(r.all, "ended with an error"));
+      CHECK_FALSE(has(r.all, "failed"));
+      CHECK_FALSE(has(r.all, "exited with code"));
+      CHECK(it::node_pids(cached_path(TLAUNCH_STOP_RACE_EXE)).empty());
+    }
+  }
+#endif
+
   TEST_CASE("the second launch finds the binary cached and skips the upload") {
     const std::string cached = cached_path(TLAUNCH_REMOTE_PROGRAM_EXE);
     std::error_code ec;

@@ -591,7 +591,9 @@ class coordinator final : public rpc::connection_sink {
     if (s.stop_sent) return;
     s.stop_sent = true;
     if (s.conn) {
+      // 1: the program stops, 0: only this process does (it is to be restarted).
       wire::frame_buffer f;
+      wire::serialize_into(f, static_cast<std::uint8_t>(life_.stopping() ? 1 : 0));
       f.seal({.type = wire::kind::stop});
       s.conn->send(std::move(f));
     }
@@ -667,9 +669,10 @@ class coordinator final : public rpc::connection_sink {
     s.exited = true;
     for (std::uint32_t m : s.members) slots_[m].exited = true;
     --alive_;
-    if (terminal_) terminal_->line(s.where, fmt::format("--- {} ---", st.describe()));
     release_held(s);
+    bool counted = false;  // this exit is a failure of the program
     if (!life_.stopping()) {
+      counted = true;
       std::string why =
           st.ok() ? std::string("exited before the program stopped") : st.describe();
       if (s.replacing) {
@@ -682,7 +685,10 @@ class coordinator final : public rpc::connection_sink {
       // A node that fails while stopping is still a failure worth reporting; a run()
       // failure it reported was judged when the report came.
       fail(s.where, st.describe() + " while stopping", fault_of(st));
+      counted = true;
     }
+    if (terminal_)
+      terminal_->line(s.where, tmux_terminal::exit_line(st, life_.stopping() && !counted && !s.killed));
     finish_if_done();
   }
 

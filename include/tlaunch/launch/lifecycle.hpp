@@ -6,8 +6,9 @@
 // - before the stop, every failure counts, and the first one begins the stop;
 // - once the stop has begun (anywhere: stop_program(), every run() over, a
 //   signal, a failure), errors the stop causes are not failures: a run() that
-//   ends with a call error (a peer that already stopped is unavailable, a call
-//   cancelled or timed out, a method that threw because its node was stopping),
+//   ends with a call error (a peer that already stopped is unavailable, or
+//   tlaunch::stopping when it said so first, a call cancelled or timed out, a method
+//   that threw because its node was stopping),
 //   a process ended by SIGINT, SIGTERM, SIGHUP, SIGPIPE or a kill of the launcher's;
 // - a real failure during the stop still counts: any other exception from
 //   run(), a crash (SIGSEGV, SIGABRT, ...), an exit code of the process's own,

@@ -181,6 +181,9 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   bool run_over = runs_left == 0;
   bool runs_started = false;  // the directory came and run() bodies were started
   int own_exit_code = 0;  // 3: lost the coordinator, 4: did not stop within the grace period
+  // The coordinator's word on the stop came (its stop frame, or its connection closed):
+  // a stop begun by EOF on stdin waits for it (briefly) before it closes connections.
+  bool coordinator_spoke = false;
 
   auto begin_stop = [&](const std::string& why) {
     {
@@ -233,11 +236,32 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     } else if (h.type == wire::kind::stop) {
       // Only the coordinator stops a node: a peer's stop frame is ignored.
       if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+      // 1: the program stops (not only this process, to be restarted). Peers hear it from
+      // this process before any of its connections closes: their calls to it that fail
+      // from now on were ended by the stop (tlaunch::stopping), even when their own stop
+      // message comes later.
+      std::uint8_t program = 0;
+      try {
+        wire::deserialize_from(payload, program);
+      } catch (const std::exception&) {
+        program = 0;
+      }
+      if (program == 1) rt.announce_stop();
+      {
+        std::lock_guard lk(mu);
+        coordinator_spoke = true;
+      }
       begin_stop("stopped by the coordinator");
+      cv.notify_all();
     }
   };
   rt.closed = [&](const std::shared_ptr<rpc::connection>& c, const std::string& reason) {
     if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+    {
+      std::lock_guard lk(mu);
+      coordinator_spoke = true;
+    }
+    cv.notify_all();
     if (!life.stopping()) {
       std::fprintf(stderr, "tlaunch: node %s lost its coordinator (%s); stopping\n",
                    o.role.c_str(), reason.c_str());
@@ -250,10 +274,16 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   };
   rt.stop_program = [&] { detail::send_control(*coord, wire::kind::stop_request); };
   rt.run_finished = [&](rpc::instance& i, std::exception_ptr e) {
-    // A run() that ends once this process is stopping was ended by the stop. Before
-    // that, its error goes to the coordinator, which judges it: the program's stop may
-    // have begun elsewhere, and then a call error is one the stop caused.
-    if (e && !life.stopping() && !rt.stop_requested()) {
+    // A run() that ends once this process is stopping was ended by the stop. So is one
+    // that ends with a call error once a peer said the program is stopping (a call to it
+    // then ends with tlaunch::stopping): it is over, not failed. Before that, its error
+    // goes to the coordinator, which judges it: the program's stop may have begun
+    // elsewhere, and then a call error is one the stop caused.
+    const bool by_stop = e && !life.stopping() && !rt.stop_requested() &&
+                         rt.program_stopping() && fault_of(e) == fault::call_error;
+    if (by_stop) {
+      detail::send_control(coord_of(i.flat_id), wire::kind::node_done);
+    } else if (e && !life.stopping() && !rt.stop_requested()) {
       std::string msg = rpc::detail::exception_message(e);
       fault f = fault_of(e);
       detail::send_control(coord_of(i.flat_id), wire::kind::node_failed, msg,
@@ -303,6 +333,9 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   });
 
   rt.start_threads();
+  // The most each of the waits before the connections close may take: a small part of
+  // the grace period, which the launcher enforces.
+  const auto short_wait = std::min<std::chrono::milliseconds>(o.grace / 4, std::chrono::seconds(1));
   {
     std::unique_lock lk(mu);
     cv.wait(lk, [&] { return life.stopping(); });
@@ -311,7 +344,20 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       std::fprintf(stderr, "tlaunch: node %s did not stop within the grace period\n",
                    o.role.c_str());
       if (own_exit_code == 0 && life.exit_code() == 0) own_exit_code = 4;
+    } else if (life.stop_reason() == "stdin closed") {
+      // EOF on stdin comes with the coordinator's stop frame, often first: the frame says
+      // whether the program stops, which peers are told before connections close.
+      cv.wait_for(lk, short_wait, [&] { return coordinator_spoke; });
     }
+  }
+  if (run_over) {
+    // What is queued (the stopping frame to peers, node_done to the coordinator) goes
+    // out before the connections close, which drops it.
+    auto until = std::chrono::steady_clock::now() + short_wait;
+    rt.drain_writes(short_wait);
+    while (std::chrono::steady_clock::now() < until &&
+           !std::all_of(coords.begin(), coords.end(), [](const auto& c) { return c->flushed(); }))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // On an io thread, where the signal set is used; its error stays there too.
   asio::post(rt.io, [&signals] {

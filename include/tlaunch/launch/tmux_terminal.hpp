@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "../error.hpp"
+#include "child.hpp"
 
 extern char** environ;
 
@@ -111,6 +112,16 @@ class tmux_terminal {
     } else {
       run({"tmux", "new-window", "-d", "-t", "=" + name_ + ":", "-n", window, follow});
     }
+  }
+
+  // The last line of a node's window: how its process ended, or, when it ended with the
+  // program's stop and that is no failure (exit code 0, or the error of a call its stop
+  // ended), that it stopped.
+  static std::string exit_line(const exit_status& st, bool stopped) {
+    if (stopped)
+      return st.ok() ? "--- stopped ---"
+                     : "--- stopped (" + st.describe() + ", caused by the stop: no failure) ---";
+    return "--- " + st.describe() + " ---";
   }
 
   // One line of `where`'s output (any thread); nothing for a `where` without a window.

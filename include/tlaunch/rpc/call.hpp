@@ -180,6 +180,9 @@ struct future_state final : rpc::pending_call {
   void fail_unavailable(const std::string& why) override {
     set(make_error<unavailable>(target.site(), why), {});
   }
+  void fail_stopping(const std::string& why) override {
+    set(make_error<stopping>(target.site(), why), {});
+  }
 };
 
 template <class R, class Handler>

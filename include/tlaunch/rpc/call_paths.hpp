@@ -81,6 +81,7 @@ class call_op : public pending_call, public std::enable_shared_from_this<call_op
   // Completes the call with e unless it has completed; true if this did.
   TLAUNCH_DECL bool fail(std::exception_ptr e);
   TLAUNCH_DECL void fail_unavailable(const std::string& why) override;
+  TLAUNCH_DECL void fail_stopping(const std::string& why) override;
   // Stops the deadline timer, if any (the first step of every completion).
   TLAUNCH_DECL void stop_timer();
   // A local call ends early (deadline, cancellation): completes with e and cancels a
@@ -181,6 +182,10 @@ TLAUNCH_DECL bool call_op::fail(std::exception_ptr e) {
 
 TLAUNCH_DECL void call_op::fail_unavailable(const std::string& why) {
   fail(tlaunch::detail::make_error<unavailable>(target.site(), why));
+}
+
+TLAUNCH_DECL void call_op::fail_stopping(const std::string& why) {
+  fail(tlaunch::detail::make_error<stopping>(target.site(), why));
 }
 
 TLAUNCH_DECL void call_op::stop_timer() {

@@ -24,6 +24,8 @@ class pending_call {
   virtual void complete(const wire::frame_header& h, std::span<const char> payload) = 0;
   // The connection closed or was refused before the reply came.
   virtual void fail_unavailable(const std::string& why) = 0;
+  // The same, once the peer said it is stopping because the program is (wire::kind::stopping).
+  virtual void fail_stopping(const std::string& why) { fail_unavailable(why); }
 };
 
 class call_table {

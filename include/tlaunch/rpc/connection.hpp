@@ -110,6 +110,10 @@ struct connection_config : hello_identity {
   // --tls: every connection runs TLS (rpc/tls.hpp) under the hello exchange; null: off.
   // Both sides of a connection must agree; one that does not is refused, named.
   std::shared_ptr<const tls_context> tls;
+  // Shared by every copy: this process knows the program is stopping (its own stop
+  // came from the coordinator, or a peer said so with wire::kind::stopping). Calls that
+  // fail because their connection closed then fail as tlaunch::stopping.
+  std::shared_ptr<std::atomic<bool>> program_stopping = std::make_shared<std::atomic<bool>>(false);
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -173,8 +177,12 @@ class connection : public std::enable_shared_from_this<connection> {
   void start_call_batched(std::span<char> frame, wire::frame_header h,
                           std::shared_ptr<pending_call> p);
 
-  // Closes with a reason; pending calls fail as unavailable.
+  // Closes with a reason; pending calls fail as unavailable (as tlaunch::stopping once the
+  // peer said it stops with the program, or this process knows the program stops).
   void close(const std::string& reason);
+
+  // Nothing queued or being written (or closed): what was sent has reached the socket.
+  bool flushed() const;
 
   // A coroutine method serving call_id of this connection; a cancel frame for
   // it runs `cancel`. Unregistered when the method completes.
@@ -273,8 +281,9 @@ class connection : public std::enable_shared_from_this<connection> {
     std::unique_lock lk(mu_);
     if (closed_) {
       std::string why = close_reason_;
+      bool by_stop = ended_by_stop_locked();
       lk.unlock();
-      p->fail_unavailable(why);
+      by_stop ? p->fail_stopping(why) : p->fail_unavailable(why);
       return 0;
     }
     h.call_id = calls_.next_id();
@@ -388,6 +397,11 @@ class connection : public std::enable_shared_from_this<connection> {
 
   std::string peer_name_locked() const { return peer_name_.empty() ? peer_address_ : peer_name_; }
 
+  // Calls failing on this connection now were ended by the program's stop.
+  bool ended_by_stop_locked() const {
+    return peer_stopping_ || cfg_->program_stopping->load(std::memory_order_acquire);
+  }
+
   void close_locked(std::unique_lock<tlaunch::detail::fast_mutex>& lk, const std::string& reason);
 
   void finish_close_locked(std::unique_lock<tlaunch::detail::fast_mutex>&);
@@ -402,6 +416,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool closed_ = false, ready_ = false, writing_ = false, reading_ = false;
   bool connected_ = false, socket_closed_ = false;
   bool counted_unauthenticated_ = false;  // in cfg_->unauthenticated until ready or closed
+  bool peer_stopping_ = false;  // the peer sent wire::kind::stopping
   bool deadline_armed_ = false;           // handshake_deadline_ waits
   asio::steady_timer handshake_deadline_;
   bool heartbeat_armed_ = false;  // heartbeat_ waits
@@ -942,8 +957,12 @@ TLAUNCH_DECL void connection::register_calls(std::span<char> frames,
   std::unique_lock lk(mu_);
   if (closed_) {
     std::string why = close_reason_;
+    bool by_stop = ended_by_stop_locked();
     lk.unlock();
-    for (auto& p : pendings) static_cast<pending_call*>(p.get())->fail_unavailable(why);
+    for (auto& p : pendings) {
+      auto* c = static_cast<pending_call*>(p.get());
+      by_stop ? c->fail_stopping(why) : c->fail_unavailable(why);
+    }
     return;
   }
   std::size_t at = 0;
@@ -1405,6 +1424,12 @@ TLAUNCH_DECL bool connection::handle_frame(const wire::frame_header& h,
       return false;
     case wire::kind::ping:  // its bytes were counted as they were read
       return true;
+    case wire::kind::stopping: {  // the peer stops with the program: so does this process
+      std::lock_guard lk(mu_);
+      peer_stopping_ = true;
+      cfg_->program_stopping->store(true, std::memory_order_release);
+      return true;
+    }
     case wire::kind::hello:
     case wire::kind::auth:
       log_bad_peer("handshake frame after handshake",
@@ -1442,15 +1467,21 @@ TLAUNCH_DECL void connection::close_locked(std::unique_lock<tlaunch::detail::fas
     liveness_.cancel();
   }
   auto pending = calls_.take_all();
+  const bool by_stop = ended_by_stop_locked();
   pre_.clear();
   out_.clear();
   // Wakes a pending read; the socket itself is closed once no operation uses it.
   ::shutdown(socket_.native_handle(), SHUT_RDWR);
   finish_close_locked(lk);
   lk.unlock();
-  for (auto& p : pending) p->fail_unavailable(reason);
+  for (auto& p : pending) by_stop ? p->fail_stopping(reason) : p->fail_unavailable(reason);
   sink_->on_closed(shared_from_this(), reason);
   lk.lock();
+}
+
+TLAUNCH_DECL bool connection::flushed() const {
+  std::lock_guard lk(mu_);
+  return closed_ || (!writing_ && pre_.empty() && out_.empty());
 }
 
 TLAUNCH_DECL void connection::finish_close_locked(std::unique_lock<tlaunch::detail::fast_mutex>&) {

@@ -52,6 +52,21 @@ class unavailable : public call_error {
  public:
   unavailable(call_site site, const std::string& why)
       : call_error(std::move(site), " unavailable: " + why) {}
+
+ protected:
+  struct worded {};  // what() follows the call site as given
+  unavailable(call_site site, const std::string& what_follows, worded)
+      : call_error(std::move(site), what_follows) {}
+};
+
+// The target went away because the program is stopping: its process told this one so
+// before it closed the connection (or this process knew already). An unavailable
+// (catching unavailable catches it too) that the stop caused: a run() that ends with it
+// is not a failure. what() is "<node> <method> ended by the program's stop: <why>".
+class stopping : public unavailable {
+ public:
+  stopping(call_site site, const std::string& why)
+      : unavailable(std::move(site), " ended by the program's stop: " + why, worded{}) {}
 };
 
 // The call's deadline passed before a reply came.

@@ -205,6 +205,15 @@ class runtime final : public rpc::connection_sink {
 
   bool stop_requested() const { return stopping_.load(); }
 
+  // The program is stopping (the coordinator said so): tells every peer connected now, or
+  // later, with wire::kind::stopping, before any connection closes, so that their calls
+  // to this process that fail from now on fail as tlaunch::stopping.
+  void announce_stop();
+  // This process knows the program is stopping: announce_stop(), or a peer's stopping frame.
+  bool program_stopping() const;
+  // Waits until what every connection has queued reached its socket, for at most `max`.
+  void drain_writes(std::chrono::milliseconds max);
+
   // Cancels every run() body and wakes ctx.stopped() waiters; idempotent.
   void stop_instances();
   // Registered by each context so that stop_instances() can wake it.
@@ -248,6 +257,7 @@ class runtime final : public rpc::connection_sink {
   std::vector<std::thread> threads_;
   std::vector<std::function<void()>> stop_wakers_;
   std::atomic<bool> stopping_{false}, shut_down_{false};
+  bool announced_ = false;  // announce_stop() was called; under mu_
 };
 
 }  // namespace tlaunch::rpc
@@ -576,10 +586,54 @@ TLAUNCH_DECL void runtime::on_control(const std::shared_ptr<rpc::connection>& c,
 }
 
 TLAUNCH_DECL void runtime::on_ready(const std::shared_ptr<rpc::connection>& c) {
-  // An accepted connection also carries our calls back to that process.
-  std::lock_guard lk(mu_);
-  auto addr = c->peer_listen_address();
-  if (!addr.empty() && !by_address_.count(addr)) by_address_[addr] = c;
+  bool announce;
+  {
+    // An accepted connection also carries our calls back to that process.
+    std::lock_guard lk(mu_);
+    auto addr = c->peer_listen_address();
+    if (!addr.empty() && !by_address_.count(addr)) by_address_[addr] = c;
+    announce = announced_;
+  }
+  if (announce) {
+    wire::frame_buffer f;
+    f.seal({.type = wire::kind::stopping});
+    c->send(std::move(f));
+  }
+}
+
+TLAUNCH_DECL bool runtime::program_stopping() const {
+  return cfg_->program_stopping->load(std::memory_order_acquire);
+}
+
+TLAUNCH_DECL void runtime::announce_stop() {
+  std::vector<std::shared_ptr<rpc::connection>> all;
+  {
+    std::lock_guard lk(mu_);
+    cfg_->program_stopping->store(true, std::memory_order_release);
+    if (announced_) return;
+    announced_ = true;
+    for (auto& [a, c] : by_address_) all.push_back(c);
+    for (auto& c : accepted_)
+      if (std::find(all.begin(), all.end(), c) == all.end()) all.push_back(c);
+  }
+  for (auto& c : all) {
+    wire::frame_buffer f;
+    f.seal({.type = wire::kind::stopping});
+    c->send(std::move(f));
+  }
+}
+
+TLAUNCH_DECL void runtime::drain_writes(std::chrono::milliseconds max) {
+  std::vector<std::shared_ptr<rpc::connection>> all;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [a, c] : by_address_) all.push_back(c);
+    for (auto& c : accepted_) all.push_back(c);
+  }
+  auto until = std::chrono::steady_clock::now() + max;
+  while (std::chrono::steady_clock::now() < until &&
+         !std::all_of(all.begin(), all.end(), [](const auto& c) { return c->flushed(); }))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 TLAUNCH_DECL void runtime::on_closed(const std::shared_ptr<rpc::connection>& c,

@@ -26,17 +26,20 @@ enum class kind : std::uint8_t {
   error_reply = 6,  // call_id = the call's id, payload = error code + message
   cancel = 7,       // call_id = a call the caller no longer waits for
   ping = 8,         // heartbeat (--heartbeat): empty, sent every interval once ready
+  // Either side, once ready: the sender's process is stopping because the program is
+  // (empty). Calls that then fail because this connection closes fail as tlaunch::stopping.
+  stopping = 9,
   // Control frames between a node process and its coordinator.
   reg = 16,           // node -> coordinator: flat instance id, listen address, pid
   directory = 17,     // coordinator -> node: every instance's address by flat id; start
-  stop = 18,          // coordinator -> node: stop now (empty payload)
+  stop = 18,          // coordinator -> node: stop now (uint8: 1 the program stops, 0 only this process)
   node_done = 19,     // node -> coordinator: run() returned (empty)
   node_failed = 20,   // node -> coordinator: run() threw (message, fault)
   stop_request = 21,  // node -> coordinator: ctx.stop_program() (empty)
 };
 
 constexpr bool is_known_kind(std::uint8_t k) {
-  return (k >= 1 && k <= 8) || (k >= 16 && k <= 21);
+  return (k >= 1 && k <= 9) || (k >= 16 && k <= 21);
 }
 
 // Error codes carried by error_reply.

@@ -269,7 +269,7 @@ TEST_SUITE("k8s") {
     CHECK(tlaunch::launch::one_process_warning(nodes, options{}) ==
           "--launch=local_mt runs every node in this one process and does not apply the "
           "environment of 'learner' (every node shares this process's); the resource hints of "
-          "'learner' (2 cpus, 1 gpus, 4096 MB) and 'actor' (1 cpus); --launch=local_mp does");
+          "'learner' (2 cpus, 1 gpus, 4096 MB) and 'actor' (1 cpus)");
     options o;
     o.env["actor"] = {{"MODE", "x"}};
     nodes[1].restart.max_restarts = 2;
@@ -277,11 +277,11 @@ TEST_SUITE("k8s") {
     CHECK(tlaunch::launch::one_process_warning(nodes, o) ==
           "--launch=local_mt runs every node in this one process and does not apply the "
           "environment of 'learner' and 'actor' (every node shares this process's); the restart "
-          "policy of 'actor' (a failure stops the program); --launch=local_mp does");
+          "policy of 'actor' (a failure stops the program)");
     nodes[0].env.clear();
     CHECK(tlaunch::launch::one_process_warning(nodes, options{}) ==
           "--launch=local_mt runs every node in this one process and does not apply the restart "
-          "policy of 'actor' (a failure stops the program); --launch=local_mp does");
+          "policy of 'actor' (a failure stops the program)");
     nodes[1].restart.max_restarts = 0;
     CHECK(tlaunch::launch::one_process_warning(nodes, options{}).empty());
   }

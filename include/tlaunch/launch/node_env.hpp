@@ -174,7 +174,7 @@ inline std::string one_process_warning(const std::vector<tlaunch::detail::node_i
   if (parts.empty()) return "";
   std::string line = "--launch=local_mt runs every node in this one process and does not apply ";
   for (std::size_t i = 0; i < parts.size(); ++i) line += (i == 0 ? "" : "; ") + parts[i];
-  return line + "; --launch=local_mp does";
+  return line;
 }
 
 }  // namespace tlaunch::launch

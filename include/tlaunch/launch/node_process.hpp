@@ -353,11 +353,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   if (run_over) {
     // What is queued (the stopping frame to peers, node_done to the coordinator) goes
     // out before the connections close, which drops it.
-    auto until = std::chrono::steady_clock::now() + short_wait;
-    rt.drain_writes(short_wait);
-    while (std::chrono::steady_clock::now() < until &&
-           !std::all_of(coords.begin(), coords.end(), [](const auto& c) { return c->flushed(); }))
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    rt.drain_writes(short_wait, coords);
   }
   // On an io thread, where the signal set is used; its error stays there too.
   asio::post(rt.io, [&signals] {

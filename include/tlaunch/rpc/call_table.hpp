@@ -26,6 +26,10 @@ class pending_call {
   virtual void fail_unavailable(const std::string& why) = 0;
   // The same, once the peer said it is stopping because the program is (wire::kind::stopping).
   virtual void fail_stopping(const std::string& why) { fail_unavailable(why); }
+  // The connection closed: one of the two, whether the program's stop ended it.
+  void fail_closed(const std::string& why, bool by_stop) {
+    by_stop ? fail_stopping(why) : fail_unavailable(why);
+  }
 };
 
 class call_table {

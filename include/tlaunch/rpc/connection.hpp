@@ -283,7 +283,7 @@ class connection : public std::enable_shared_from_this<connection> {
       std::string why = close_reason_;
       bool by_stop = ended_by_stop_locked();
       lk.unlock();
-      by_stop ? p->fail_stopping(why) : p->fail_unavailable(why);
+      p->fail_closed(why, by_stop);
       return 0;
     }
     h.call_id = calls_.next_id();
@@ -960,8 +960,7 @@ TLAUNCH_DECL void connection::register_calls(std::span<char> frames,
     bool by_stop = ended_by_stop_locked();
     lk.unlock();
     for (auto& p : pendings) {
-      auto* c = static_cast<pending_call*>(p.get());
-      by_stop ? c->fail_stopping(why) : c->fail_unavailable(why);
+      static_cast<pending_call*>(p.get())->fail_closed(why, by_stop);
     }
     return;
   }
@@ -1474,7 +1473,7 @@ TLAUNCH_DECL void connection::close_locked(std::unique_lock<tlaunch::detail::fas
   ::shutdown(socket_.native_handle(), SHUT_RDWR);
   finish_close_locked(lk);
   lk.unlock();
-  for (auto& p : pending) by_stop ? p->fail_stopping(reason) : p->fail_unavailable(reason);
+  for (auto& p : pending) p->fail_closed(reason, by_stop);
   sink_->on_closed(shared_from_this(), reason);
   lk.lock();
 }
@@ -1504,9 +1503,6 @@ TLAUNCH_DECL void start_call_batched(connection& c, std::span<char> frame, wire:
                                      std::shared_ptr<pending_call> p) {
   c.start_call_batched(frame, h, std::move(p));
 }
-TLAUNCH_DECL std::shared_ptr<pending_call> abandon_call(connection& c, std::uint64_t call_id) {
-  return c.abandon_call(call_id);
-}
 TLAUNCH_DECL void send(connection& c, wire::frame_buffer&& f) { c.send(std::move(f)); }
 TLAUNCH_DECL void send_reply(connection& c, std::span<char> frame, wire::frame_header h) {
   c.send_reply(frame, h);
@@ -1518,9 +1514,7 @@ TLAUNCH_DECL void register_running(connection& c, std::uint64_t call_id,
 TLAUNCH_DECL void unregister_running(connection& c, std::uint64_t call_id) {
   c.unregister_running(call_id);
 }
-TLAUNCH_DECL bool is_closed(const connection& c) { return c.closed(); }
 TLAUNCH_DECL std::shared_ptr<connection> shared_of(connection& c) { return c.shared_from_this(); }
-TLAUNCH_DECL std::weak_ptr<connection> weak_of(connection& c) { return c.weak_from_this(); }
 
 }  // namespace tlaunch::rpc
 

@@ -49,16 +49,13 @@ TLAUNCH_DECL std::uint64_t start_call(connection& c, wire::frame_buffer&& f, wir
                                       std::shared_ptr<pending_call> p);
 TLAUNCH_DECL void start_call_batched(connection& c, std::span<char> frame, wire::frame_header h,
                                      std::shared_ptr<pending_call> p);
-TLAUNCH_DECL std::shared_ptr<pending_call> abandon_call(connection& c, std::uint64_t call_id);
 TLAUNCH_DECL void send(connection& c, wire::frame_buffer&& f);
 TLAUNCH_DECL void send_reply(connection& c, std::span<char> frame, wire::frame_header h);
 TLAUNCH_DECL void register_running(connection& c, std::uint64_t call_id,
                                    std::function<void()> cancel);
 TLAUNCH_DECL void unregister_running(connection& c, std::uint64_t call_id);
-TLAUNCH_DECL bool is_closed(const connection& c);
-// c.shared_from_this() and c.weak_from_this().
+// c.shared_from_this().
 TLAUNCH_DECL std::shared_ptr<connection> shared_of(connection& c);
-TLAUNCH_DECL std::weak_ptr<connection> weak_of(connection& c);
 
 }  // namespace tlaunch::rpc
 

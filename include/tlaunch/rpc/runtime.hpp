@@ -211,8 +211,10 @@ class runtime final : public rpc::connection_sink {
   void announce_stop();
   // This process knows the program is stopping: announce_stop(), or a peer's stopping frame.
   bool program_stopping() const;
-  // Waits until what every connection has queued reached its socket, for at most `max`.
-  void drain_writes(std::chrono::milliseconds max);
+  // Waits until what every connection has queued reached its socket, for at most `max`:
+  // the directory's and accepted connections, and `also` (connect()'s, which are not kept).
+  void drain_writes(std::chrono::milliseconds max,
+                    const std::vector<std::shared_ptr<rpc::connection>>& also = {});
 
   // Cancels every run() body and wakes ctx.stopped() waiters; idempotent.
   void stop_instances();
@@ -623,8 +625,9 @@ TLAUNCH_DECL void runtime::announce_stop() {
   }
 }
 
-TLAUNCH_DECL void runtime::drain_writes(std::chrono::milliseconds max) {
-  std::vector<std::shared_ptr<rpc::connection>> all;
+TLAUNCH_DECL void runtime::drain_writes(std::chrono::milliseconds max,
+                                        const std::vector<std::shared_ptr<rpc::connection>>& also) {
+  std::vector<std::shared_ptr<rpc::connection>> all = also;
   {
     std::lock_guard lk(mu_);
     for (auto& [a, c] : by_address_) all.push_back(c);

@@ -23,9 +23,13 @@
 #define TLAUNCH_BUILDING_LAUNCH_NODE
 #define TLAUNCH_BUILDING_LAUNCH_SSH
 #define TLAUNCH_BUILDING_LAUNCH_CLUSTER
+#define TLAUNCH_BUILDING_LAUNCH_PROCESS
 
 #include "src/asio.hpp"
 #include "src/rpc.hpp"
 #include "src/launch_main.hpp"
-#include "src/launch_local_cluster.hpp"
+#include "src/launch_process.hpp"
+#include "src/launch_local.hpp"
+#include "src/launch_cluster.hpp"
+#include "src/launch_node.hpp"
 #include "src/launch_ssh.hpp"

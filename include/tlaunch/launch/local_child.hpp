@@ -45,6 +45,7 @@
 
 #include "../detail/line_splitter.hpp"
 #include "child.hpp"
+#include "decl.hpp"
 
 extern "C" char** environ;
 
@@ -630,16 +631,26 @@ class local_child final : public child {
 // Starts argv[0] (a path, or a name looked up in PATH) with argv. Throws
 // std::runtime_error naming the binary when it cannot run ("cannot start node
 // binary ./app: No such file or directory").
-inline child_ptr start_local_child(const std::vector<std::string>& argv, child_callbacks cb,
-                                   const local_child_options& opt = {}) {
-  return std::make_unique<local_child>(argv, std::move(cb), opt);
-}
+TLAUNCH_DECL child_ptr start_local_child(const std::vector<std::string>& argv, child_callbacks cb,
+                                         const local_child_options& opt = {});
 
 // Forks a node process that runs `body` and exits with its result (see the second
 // local_child constructor); for tlaunch::start under local_mp.
-inline child_ptr start_forked_child(const std::function<int()>& body, child_callbacks cb,
-                                    const local_child_options& opt = {}) {
+TLAUNCH_DECL child_ptr start_forked_child(const std::function<int()>& body, child_callbacks cb,
+                                          const local_child_options& opt = {});
+
+// Compiled once in the library's process part (tlaunch/impl/src/launch_process.hpp), with
+// local_child's members; inline when header-only.
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_PROCESS)
+TLAUNCH_DECL child_ptr start_local_child(const std::vector<std::string>& argv, child_callbacks cb,
+                                         const local_child_options& opt) {
+  return std::make_unique<local_child>(argv, std::move(cb), opt);
+}
+
+TLAUNCH_DECL child_ptr start_forked_child(const std::function<int()>& body, child_callbacks cb,
+                                          const local_child_options& opt) {
   return std::make_unique<local_child>(body, std::move(cb), opt);
 }
+#endif
 
 }  // namespace tlaunch::launch

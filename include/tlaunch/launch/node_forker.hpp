@@ -49,6 +49,7 @@
 #include "../detail/crypto.hpp"
 #include "../detail/sanitizers.hpp"
 #include "child.hpp"
+#include "decl.hpp"
 #include "local_child.hpp"
 
 extern "C" char** environ;
@@ -293,8 +294,13 @@ class node_forker {
 
 // Starts `argv` as a node process: forked by this process's node forker when it has one,
 // else executed (start_local_child).
-inline child_ptr start_node_child(const std::vector<std::string>& argv, child_callbacks cb,
-                                  const local_child_options& opt = {}) {
+TLAUNCH_DECL child_ptr start_node_child(const std::vector<std::string>& argv, child_callbacks cb,
+                                        const local_child_options& opt = {});
+
+// Compiled once in the library's process part (tlaunch/impl/src/launch_process.hpp).
+#if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_PROCESS)
+TLAUNCH_DECL child_ptr start_node_child(const std::vector<std::string>& argv, child_callbacks cb,
+                                        const local_child_options& opt) {
   if (node_forker* f = node_forker::current(); f != nullptr && f->alive() && !argv.empty()) {
     pid_t result = 0;
     try {
@@ -309,5 +315,7 @@ inline child_ptr start_node_child(const std::vector<std::string>& argv, child_ca
   }
   return start_local_child(argv, std::move(cb), opt);
 }
+
+#endif
 
 }  // namespace tlaunch::launch

@@ -407,13 +407,7 @@ void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
     inst.run_context = context_access::make(rt, inst);
     if constexpr (has_run<T>) {
       inst.start_run = [&rt](rpc::instance& i) {
-        i.run_active = true;
-        asio::co_spawn(rpc::any_executor_of(i.strand), run_body<T>(i.object, &context_access::of(i)),
-                       asio::bind_cancellation_slot(i.run_cancel.slot(),
-                                                    [&rt, &i](std::exception_ptr e) {
-                                                      i.run_active = false;
-                                                      if (rt.run_finished) rt.run_finished(i, e);
-                                                    }));
+        rpc::spawn_run(rt, i, run_body<T>(i.object, &context_access::of(i)));
       };
     }
   }

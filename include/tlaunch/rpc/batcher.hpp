@@ -83,11 +83,12 @@ decltype(auto) invoke_batch(S& obj, std::vector<E>& batch) {
     return (obj.*M)(batch);
 }
 
-// A coroutine batch method, with the batch and the object kept alive until it ends.
+// A coroutine batch method, with the batch and the object kept alive until it ends; its
+// results go to *out (spawn_coroutine's `done` owns them).
 template <auto M, class S, class E, class R>
-asio::awaitable<std::vector<R>> run_batch_coroutine(std::shared_ptr<void> keep,
-                                                    std::vector<E> batch) {
-  co_return co_await invoke_batch<M>(*static_cast<S*>(keep.get()), batch);
+asio::awaitable<void> run_batch_coroutine(std::shared_ptr<void> keep, std::vector<E> batch,
+                                          std::vector<R>* out) {
+  *out = co_await invoke_batch<M>(*static_cast<S*>(keep.get()), batch);
 }
 
 }  // namespace detail
@@ -200,17 +201,25 @@ class batch_queue final : public batch_queue_base {
       }
       deliver(calls, results);
     } else {
-      asio::co_spawn(
-          any_executor_of(inst_.strand),
-          detail::run_batch_coroutine<M, service, element, result>(inst_.object, std::move(batch)),
-          [calls = std::move(calls)](std::exception_ptr e, std::vector<result> results) mutable {
-            if (e)
-              fail_all(calls, detail::exception_message(e));
-            else
-              deliver(calls, results);
-          });
+      auto end = std::make_unique<batch_end>(std::move(calls));
+      auto body = detail::run_batch_coroutine<M, service, element, result>(
+          inst_.object, std::move(batch), &end->results);
+      spawn_coroutine(any_executor_of(inst_.strand), std::move(body), {}, std::move(end));
     }
   }
+
+  // The end of a coroutine batch method's run (spawn_coroutine).
+  struct batch_end final : spawned {
+    explicit batch_end(std::vector<waiting_call> c) : calls(std::move(c)) {}
+    void complete(std::exception_ptr e) override {
+      if (e)
+        fail_all(calls, detail::exception_message(e));
+      else
+        deliver(calls, results);
+    }
+    std::vector<waiting_call> calls;
+    std::vector<result> results;
+  };
 
   static void fail_all(std::vector<waiting_call>& calls, const std::string& why) {
     for (auto& w : calls) w.done->fail(wire::error_code::remote_exception, why);

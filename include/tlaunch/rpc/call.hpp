@@ -270,37 +270,19 @@ struct local_batch_completion final : batch_completion<R> {
   call_target target;
 };
 
-// How a local call of a coroutine method completes, whoever started it: one co_spawn per
-// result type, not one per method and caller.
-template <class R>
-struct local_done {
-  virtual ~local_done() = default;
-  virtual void operator()(std::exception_ptr e, result_holder<R>&& r) = 0;
-};
+// The end of a local call of a coroutine method (spawn_coroutine, the one co_spawn of every
+// coroutine run): done(error, result), the method's error as remote_error.
 template <class R, class Done>
-struct local_done_for final : local_done<R> {
-  explicit local_done_for(Done&& d) : done(std::move(d)) {}
-  void operator()(std::exception_ptr e, result_holder<R>&& r) override {
-    done(std::move(e), std::move(r));
+struct local_end final : spawned {
+  local_end(Done&& d, call_target t) : done(std::move(d)), target(t) {}
+  void complete(std::exception_ptr e) override {
+    if (e)
+      e = tlaunch::detail::make_error<remote_error>(target.site(), detail::exception_message(e));
+    done(std::move(e), std::move(result));
   }
   Done done;
-};
-
-// co_spawn's completion of a local call's run_method_coroutine: the method's error becomes remote_error.
-template <class R>
-struct local_spawn_completion {
-  std::unique_ptr<local_done<R>> done;
   call_target target;
-  std::exception_ptr wrap(std::exception_ptr e) const {
-    return e ? tlaunch::detail::make_error<remote_error>(target.site(),
-                                                         detail::exception_message(e))
-             : e;
-  }
-  void operator()(std::exception_ptr e) requires std::is_void_v<R> { (*done)(wrap(e), {}); }
-  template <class V>
-  void operator()(std::exception_ptr e, V&& r) requires(!std::is_void_v<R>) {
-    (*done)(wrap(e), std::forward<V>(r));
-  }
+  result_holder<R> result{};
 };
 
 // Runs method m on the instance's strand and gives done(exception_ptr, result) the
@@ -344,13 +326,10 @@ void run_local(const method_ops<R, Args, K>& m, instance& inst, call_target targ
       asio::post(inst.strand, std::move(job));
   } else {
     (void)at_once;
-    asio::co_spawn(
-        any_executor_of(inst.strand),
-        run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args)),
-        asio::bind_cancellation_slot(
-            cancel, local_spawn_completion<R>{std::make_unique<local_done_for<R, std::decay_t<Done>>>(
-                                                  std::forward<Done>(done)),
-                                              target}));
+    auto end = std::make_unique<local_end<R, std::decay_t<Done>>>(std::forward<Done>(done), target);
+    auto body = run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args),
+                                              &end->result);
+    spawn_coroutine(any_executor_of(inst.strand), std::move(body), cancel, std::move(end));
   }
 }
 

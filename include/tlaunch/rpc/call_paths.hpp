@@ -16,6 +16,7 @@
 #include <utility>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -47,6 +48,25 @@ struct call_target {
 TLAUNCH_DECL asio::any_io_executor any_executor_of(const strand_type& s);
 // The same for the io_context's own executor (a call's fallback for completing its handler).
 TLAUNCH_DECL asio::any_io_executor any_executor_of(asio::io_context& io);
+
+// How a coroutine that spawn_coroutine started ends: complete() runs once, with the
+// coroutine's exception or none (a result it has, the coroutine stored itself: see
+// run_method_coroutine).
+struct spawned {
+  virtual ~spawned() = default;
+  virtual void complete(std::exception_ptr e) = 0;
+};
+
+// co_spawns `body` on `ex`, bound to `cancel` (a slot not connected: not cancellable), and
+// then calls done->complete. The one co_spawn of a coroutine method's run (local or served,
+// batched too) and of a node's run(): compiled once, instead of once per result type in
+// every file that serves or calls a coroutine method.
+TLAUNCH_DECL void spawn_coroutine(const asio::any_io_executor& ex, asio::awaitable<void> body,
+                                  asio::cancellation_slot cancel, std::unique_ptr<spawned> done);
+
+// Starts instance i's run() body, `body`, on its strand, cancellable through i.run_cancel;
+// at its end, i.run_active is false again and rt.run_finished(i, its exception) runs.
+TLAUNCH_DECL void spawn_run(runtime& rt, instance& i, asio::awaitable<void> body);
 
 // How a method runs: a plain function, a coroutine, or batched (tlaunch::batched).
 enum class method_kind { plain, coroutine, batched };
@@ -163,7 +183,43 @@ TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
 // compiled once where tlaunch/impl/src.hpp is included.
 #if TLAUNCH_HEADER_DEFINITIONS
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+
 namespace tlaunch::rpc {
+
+namespace detail {
+
+// spawn_coroutine's completion handler: one type for every coroutine it starts.
+struct spawned_completion {
+  std::unique_ptr<spawned> done;
+  void operator()(std::exception_ptr e) { done->complete(std::move(e)); }
+};
+
+// The end of a node's run() body (spawn_run).
+struct run_end final : spawned {
+  run_end(runtime& r, instance& in) : rt(&r), i(&in) {}
+  void complete(std::exception_ptr e) override {
+    i->run_active = false;
+    if (rt->run_finished) rt->run_finished(*i, e);
+  }
+  runtime* rt;
+  instance* i;
+};
+
+}  // namespace detail
+
+TLAUNCH_DECL void spawn_coroutine(const asio::any_io_executor& ex, asio::awaitable<void> body,
+                                  asio::cancellation_slot cancel, std::unique_ptr<spawned> done) {
+  asio::co_spawn(ex, std::move(body),
+                 asio::bind_cancellation_slot(cancel, detail::spawned_completion{std::move(done)}));
+}
+
+TLAUNCH_DECL void spawn_run(runtime& rt, instance& i, asio::awaitable<void> body) {
+  i.run_active = true;
+  spawn_coroutine(any_executor_of(i.strand), std::move(body), i.run_cancel.slot(),
+                  std::make_unique<detail::run_end>(rt, i));
+}
 
 TLAUNCH_DECL asio::any_io_executor any_executor_of(const strand_type& s) {
   return s;

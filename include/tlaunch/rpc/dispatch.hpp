@@ -74,25 +74,21 @@ bool decode_arguments(connection& c, const wire::frame_header& h, std::span<cons
   }
 }
 
-// co_spawn's completion of a served coroutine method: the reply, or the error.
+// The end of a served coroutine method (spawn_coroutine): the reply, or the error.
 template <class R>
-struct served_completion {
-  served_run run;
-  void operator()(std::exception_ptr e) requires std::is_void_v<R> {
+struct served_end final : spawned {
+  explicit served_end(served_run r) : run(std::move(r)) {}
+  void complete(std::exception_ptr e) override {
     bool expired = run.finished();
     if (e)
       reply_failure(*run.conn, run.id, e, expired);
-    else
+    else if constexpr (std::is_void_v<R>)
       send_result<void>(*run.conn, run.id, nullptr);
-  }
-  template <class V>
-  void operator()(std::exception_ptr e, V&& r) requires(!std::is_void_v<R>) {
-    bool expired = run.finished();
-    if (e)
-      reply_failure(*run.conn, run.id, e, expired);
     else
-      send_result<R>(*run.conn, run.id, &r);
+      send_result<R>(*run.conn, run.id, &result);
   }
+  served_run run;
+  result_holder<R> result{};
 };
 
 // A remote call of a batched method, waiting in its batch: the reply goes out on
@@ -153,15 +149,14 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
   } else if constexpr (Ops::kind == method_kind::coroutine) {
     // A coroutine method can be cancelled: by the caller's cancel frame, or when
     // the caller's deadline (h.aux, in ms) passes (call_paths.hpp, served_run).
-    auto body = run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args));
-    served_run run = start_served_run(inst, c, h);
+    auto end = std::make_unique<detail::served_end<R>>(start_served_run(inst, c, h));
+    auto body = run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args),
+                                              &end->result);
     // Started in order with the plain calls of the same read, on the strand.
     post_batched(inst.strand,
-                 [strand = inst.strand, body = std::move(body), run = std::move(run)]() mutable {
-                   auto slot = run.sig->slot();
-                   asio::co_spawn(
-                       any_executor_of(strand), std::move(body),
-                       asio::bind_cancellation_slot(slot, detail::served_completion<R>{std::move(run)}));
+                 [strand = inst.strand, body = std::move(body), end = std::move(end)]() mutable {
+                   auto slot = end->run.sig->slot();
+                   spawn_coroutine(any_executor_of(strand), std::move(body), slot, std::move(end));
                  });
   } else {
     // A batched method: the arguments join its queue on the strand. A cancel frame takes

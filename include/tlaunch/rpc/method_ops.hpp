@@ -103,11 +103,19 @@ consteval auto make_method_ops() {
 }  // namespace detail
 
 // A coroutine method run for a call: the object and the arguments are kept alive until it
-// ends. One coroutine per result and argument types, whatever the method.
+// ends, and its result goes to *out (owned by what completes the call: spawn_coroutine's
+// `done`). One coroutine per result and argument types, whatever the method; an
+// awaitable<void> whatever the result, so that one co_spawn (spawn_coroutine) starts all.
 template <class R, class Args>
-asio::awaitable<R> run_method_coroutine(std::shared_ptr<void> keep,
-                                        asio::awaitable<R> (*invoke)(void*, Args&), Args args) {
-  co_return co_await invoke(keep.get(), args);
+asio::awaitable<void> run_method_coroutine(std::shared_ptr<void> keep,
+                                           asio::awaitable<R> (*invoke)(void*, Args&), Args args,
+                                           result_holder<R>* out) {
+  if constexpr (std::is_void_v<R>) {
+    (void)out;
+    co_await invoke(keep.get(), args);
+  } else {
+    *out = co_await invoke(keep.get(), args);
+  }
 }
 
 // The ops of method M (a member function pointer listed in its service's methods<...>).

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "detail/config.hpp"
 #include "handle.hpp"
 #include "rpc/call_paths.hpp"
 #include "rpc/instance.hpp"
@@ -26,7 +27,7 @@ namespace detail {
 // How the library makes and finds a node's context; users only receive one.
 struct context_access {
   // The context of a hosted instance, which owns it (rpc::instance::run_context).
-  static std::shared_ptr<context> make(rpc::runtime& rt, rpc::instance& inst);
+  TLAUNCH_DECL static std::shared_ptr<context> make(rpc::runtime& rt, rpc::instance& inst);
   static context& of(rpc::instance& inst) {
     return *static_cast<context*>(inst.run_context.get());
   }
@@ -35,12 +36,7 @@ struct context_access {
 
 class context {
   friend struct detail::context_access;
-  context(rpc::runtime& rt, rpc::instance& inst)
-      : rt_(rt), inst_(inst), stop_timer_(rpc::any_executor_of(inst.strand), asio::steady_timer::time_point::max()) {
-    rt_.add_stop_waker([this] {
-      asio::post(inst_.strand, [this] { stop_timer_.cancel(); });
-    });
-  }
+  TLAUNCH_DECL context(rpc::runtime& rt, rpc::instance& inst);
 
  public:
   context(const context&) = delete;
@@ -70,17 +66,12 @@ class context {
   bool stop_requested() const noexcept { return rt_.stop_requested(); }
 
   // Completes when the program is stopping (or the awaiting body is cancelled).
-  asio::awaitable<void> stopped() {
-    if (stop_requested()) co_return;
-    std::error_code ec;
-    co_await stop_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
+  TLAUNCH_DECL asio::awaitable<void> stopped();
 
   // Waits d; returns early (throwing asio's operation_aborted) when stopping.
   template <class Rep, class Period>
   asio::awaitable<void> sleep_for(std::chrono::duration<Rep, Period> d) {
-    asio::steady_timer t(rpc::any_executor_of(inst_.strand), d);
-    co_await t.async_wait(asio::use_awaitable);
+    return sleep_steady(std::chrono::duration_cast<std::chrono::steady_clock::duration>(d));
   }
 
   // The node's strand: run work here to keep actor semantics.
@@ -114,14 +105,46 @@ class context {
   }
 
  private:
+  TLAUNCH_DECL asio::awaitable<void> sleep_steady(std::chrono::steady_clock::duration d);
+
   rpc::runtime& rt_;
   rpc::instance& inst_;
   asio::steady_timer stop_timer_;
 };
 
-inline std::shared_ptr<context> detail::context_access::make(rpc::runtime& rt,
-                                                             rpc::instance& inst) {
+}  // namespace tlaunch
+
+// The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
+// compiled once in the library (tlaunch/impl/src/rpc.hpp): a program's files make no timer.
+#if TLAUNCH_HEADER_DEFINITIONS
+
+namespace tlaunch {
+
+TLAUNCH_DECL context::context(rpc::runtime& rt, rpc::instance& inst)
+    : rt_(rt),
+      inst_(inst),
+      stop_timer_(rpc::any_executor_of(inst.strand), asio::steady_timer::time_point::max()) {
+  rt_.add_stop_waker([this] {
+    asio::post(inst_.strand, [this] { stop_timer_.cancel(); });
+  });
+}
+
+TLAUNCH_DECL asio::awaitable<void> context::stopped() {
+  if (stop_requested()) co_return;
+  std::error_code ec;
+  co_await stop_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+TLAUNCH_DECL asio::awaitable<void> context::sleep_steady(std::chrono::steady_clock::duration d) {
+  asio::steady_timer t(rpc::any_executor_of(inst_.strand), d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+TLAUNCH_DECL std::shared_ptr<context> detail::context_access::make(rpc::runtime& rt,
+                                                                   rpc::instance& inst) {
   return std::shared_ptr<context>(new context(rt, inst));
 }
 
 }  // namespace tlaunch
+
+#endif

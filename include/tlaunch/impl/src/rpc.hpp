@@ -1,5 +1,5 @@
 // The library's part 2: the non-template members of rpc/connection.hpp (with rpc/tls.hpp),
-// rpc/runtime.hpp and rpc/call_paths.hpp, compiled once (src/rpc.cpp; tlaunch/impl/src.hpp
+// rpc/runtime.hpp, rpc/call_paths.hpp and context.hpp, compiled once (src/rpc.cpp; tlaunch/impl/src.hpp
 // includes every part). TLAUNCH_BUILDING_LIBRARY is set in this part only: every other file
 // of the library and of the program sees their declarations alone.
 #pragma once
@@ -16,3 +16,4 @@
 
 #include "../../rpc/runtime.hpp"  // with rpc/connection.hpp: their definitions
 #include "../../rpc/call_paths.hpp"
+#include "../../context.hpp"

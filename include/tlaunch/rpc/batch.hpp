@@ -25,6 +25,7 @@
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
+#include "../detail/config.hpp"
 #include "../detail/small_pool.hpp"
 
 namespace tlaunch::rpc {
@@ -96,13 +97,7 @@ class deferred_writes {
     }
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
-    ~scope() {
-      if (!owner_) return;
-      flush_staged(*staging_);  // may defer writes, so the scope is still open
-      current_ = nullptr;
-      staging_ = nullptr;
-      for (auto& [who, fn] : items_) fn(who);
-    }
+    TLAUNCH_DECL ~scope();
 
    private:
     bool owner_;
@@ -269,20 +264,7 @@ class batch_group {
 
   // Runs every job in order, each destroyed as soon as it has run; what they
   // send is written once they all have.
-  void run() {
-    deferred_writes::scope writes;
-    while (batch_job* j = head_) {
-      head_ = j->next;
-      if (!head_) tail_ = nullptr;
-      struct destroy {
-        batch_job* j;
-        ~destroy() {
-          if (j->destroy) j->destroy(j);
-        }
-      } d{j};
-      j->run(j);
-    }
-  }
+  TLAUNCH_DECL void run();
 
   const void* tag() const { return tag_; }
   // A reference the group's jobs rely on, dropped after the jobs.
@@ -327,16 +309,21 @@ class batch_group_for final : public batch_group {
  public:
   explicit batch_group_for(const Ex& ex) : batch_group(&executor_tag<Ex>), ex_(ex) {}
   bool is_for(const Ex& ex) const { return ex_ == ex; }
-  void submit(std::unique_ptr<batch_group> self, bool at_once) override {
-    if (at_once)
-      asio::dispatch(ex_, [g = std::move(self)] { g->run(); });
-    else
-      asio::post(ex_, [g = std::move(self)] { g->run(); });
-  }
+  void submit(std::unique_ptr<batch_group> self, bool at_once) override;
 
  private:
   Ex ex_;
 };
+
+// Not inline: with TLAUNCH_SEPARATE_COMPILATION, instantiated once in the library for a
+// node's strand and for any_io_executor (call_paths.hpp), not in every file.
+template <class Ex>
+void batch_group_for<Ex>::submit(std::unique_ptr<batch_group> self, bool at_once) {
+  if (at_once)
+    asio::dispatch(ex_, [g = std::move(self)] { g->run(); });
+  else
+    asio::post(ex_, [g = std::move(self)] { g->run(); });
+}
 
 }  // namespace detail
 
@@ -438,3 +425,36 @@ void post_batched_any(const asio::any_io_executor& ex, F&& f) {
 }
 
 }  // namespace tlaunch::rpc
+
+// The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
+// compiled once in the library (tlaunch/impl/src/rpc.hpp).
+#if TLAUNCH_HEADER_DEFINITIONS
+
+namespace tlaunch::rpc {
+
+TLAUNCH_DECL deferred_writes::scope::~scope() {
+  if (!owner_) return;
+  flush_staged(*staging_);  // may defer writes, so the scope is still open
+  current_ = nullptr;
+  staging_ = nullptr;
+  for (auto& [who, fn] : items_) fn(who);
+}
+
+TLAUNCH_DECL void detail::batch_group::run() {
+  deferred_writes::scope writes;
+  while (batch_job* j = head_) {
+    head_ = j->next;
+    if (!head_) tail_ = nullptr;
+    struct destroy {
+      batch_job* j;
+      ~destroy() {
+        if (j->destroy) j->destroy(j);
+      }
+    } d{j};
+    j->run(j);
+  }
+}
+
+}  // namespace tlaunch::rpc
+
+#endif

@@ -68,6 +68,13 @@ TLAUNCH_DECL void spawn_coroutine(const asio::any_io_executor& ex, asio::awaitab
 // at its end, i.run_active is false again and rt.run_finished(i, its exception) runs.
 TLAUNCH_DECL void spawn_run(runtime& rt, instance& i, asio::awaitable<void> body);
 
+// The batch groups of the two executors calls are posted to, instantiated once in the
+// library (their submit posts to Asio).
+#if defined(TLAUNCH_SEPARATE_COMPILATION) && !defined(TLAUNCH_BUILDING_LIBRARY)
+extern template class detail::batch_group_for<strand_type>;
+extern template class detail::batch_group_for<asio::any_io_executor>;
+#endif
+
 // How a method runs: a plain function, a coroutine, or batched (tlaunch::batched).
 enum class method_kind { plain, coroutine, batched };
 
@@ -187,6 +194,11 @@ TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
 #include <asio/co_spawn.hpp>
 
 namespace tlaunch::rpc {
+
+#if defined(TLAUNCH_BUILDING_LIBRARY)
+template class detail::batch_group_for<strand_type>;
+template class detail::batch_group_for<asio::any_io_executor>;
+#endif
 
 namespace detail {
 

@@ -71,8 +71,17 @@ struct instance {
 };
 
 // Sends an error reply for a call.
-inline void reply_error(connection& c, std::uint64_t call_id, wire::error_code code,
-                        const std::string& message) {
+TLAUNCH_DECL void reply_error(connection& c, std::uint64_t call_id, wire::error_code code,
+                              const std::string& message);
+
+}  // namespace tlaunch::rpc
+
+// Compiled once in the library (tlaunch/impl/src/rpc.hpp) with TLAUNCH_SEPARATE_COMPILATION.
+#if TLAUNCH_HEADER_DEFINITIONS
+namespace tlaunch::rpc {
+
+TLAUNCH_DECL void reply_error(connection& c, std::uint64_t call_id, wire::error_code code,
+                              const std::string& message) {
   wire::frame_buffer f;
   wire::encode_error(f, code, message);
   f.seal({.type = wire::kind::error_reply, .call_id = call_id});
@@ -80,3 +89,4 @@ inline void reply_error(connection& c, std::uint64_t call_id, wire::error_code c
 }
 
 }  // namespace tlaunch::rpc
+#endif

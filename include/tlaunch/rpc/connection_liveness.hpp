@@ -1,7 +1,7 @@
 // rpc::connection (connection.hpp), its members that notice a peer that is gone: the
 // handshake deadline (acceptor) and the connect deadline (connector); the socket options
 // (TCP keepalive probes every --liveness interval; TCP_USER_TIMEOUT of three heartbeat
-// intervals, with heartbeats only); the liveness check, which reads TCP_INFO a few times an
+// intervals, with heartbeats only); the liveness check, which reads TCP_INFO every quarter
 // interval and closes a connection whose peer's host acknowledged nothing for two; the
 // heartbeats, a ping every interval, the connection closed after three without a byte.
 #pragma once

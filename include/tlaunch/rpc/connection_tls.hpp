@@ -2,7 +2,8 @@
 // the reader's side (ciphertext drives the TLS handshake, then records are opened into the
 // frame reader and their frames handled as connection_read.hpp handles plaintext); the
 // write loop under TLS, which seals what the writer gathered and writes the records; a
-// peer that does not run TLS when this process does is refused with a reason it can read.
+// peer that does not run TLS when this process does: refused in plaintext with a reason it
+// can read (acceptor), or the connection closed saying so (connector).
 #pragma once
 
 #include "connection.hpp"

@@ -47,9 +47,12 @@ struct options {
   std::uint32_t max_unauthenticated = 256;
   // Heartbeats between processes (0: off); a peer silent for three intervals is gone.
   std::chrono::milliseconds heartbeat{0};
-  // Kernel-level liveness (rpc::connection_config::liveness): TCP keepalive every interval
-  // and TCP_USER_TIMEOUT of two on every socket, and a node process stopped for two
-  // intervals is killed as failed by the process that started it (0: kernel defaults).
+  // Liveness below the peer's process (rpc::connection_config::liveness): TCP keepalive
+  // probes every interval on every connection, which fails when its peer's host has
+  // acknowledged nothing for two intervals (read from TCP_INFO; no TCP_USER_TIMEOUT, which
+  // only --heartbeat sets there); ssh sessions also get a TCP_USER_TIMEOUT of two intervals
+  // (launch/ssh/connect.hpp). A node process stopped for two intervals is killed as failed
+  // by the process that started it. 0: no check and no kill, probes only after 10 s idle.
   std::chrono::milliseconds liveness{1000};
   // --tls: TLS 1.3 on every connection between processes, keyed from the launch secret.
   bool tls = false;

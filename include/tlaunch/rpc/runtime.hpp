@@ -71,7 +71,9 @@ struct runtime_options {
   std::uint32_t max_unauthenticated = 256;
   // Heartbeats on every connection once ready (0: off); see connection_config.
   std::chrono::milliseconds heartbeat{0};
-  // TCP keepalive and user timeout on every socket (0: kernel defaults); see connection_config.
+  // TCP keepalive probes every interval and the TCP_INFO check of what the peer's host
+  // acknowledges, on every connection (0: no check, probes only after 10 s idle); no
+  // TCP_USER_TIMEOUT (heartbeats set one). See connection_config.
   std::chrono::milliseconds liveness{1000};
   // TLS on every connection (--tls; rpc/tls.hpp), keyed from the launch secret.
   bool tls = false;

@@ -10,7 +10,7 @@
 
 #include <tlaunch/detail/sanitizers.hpp>
 
-#include "process.hpp"
+#include "../common/process.hpp"
 
 namespace it = tlaunch::integration;
 using it::process;

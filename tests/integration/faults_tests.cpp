@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <tlaunch/launch/node_forker.hpp>
 
-#include "process.hpp"
+#include "../common/process.hpp"
 
 namespace it = tlaunch::integration;
 using it::process;

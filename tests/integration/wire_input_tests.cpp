@@ -22,7 +22,7 @@
 #include <tlaunch/wire/frame.hpp>
 #include <tlaunch/wire/hello.hpp>
 
-#include "process.hpp"
+#include "../common/process.hpp"
 
 namespace it = tlaunch::integration;
 namespace wire = tlaunch::wire;

@@ -22,7 +22,7 @@
 #include <tlaunch/detail/sanitizers.hpp>
 #include <tlaunch/tlaunch.hpp>
 
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 namespace {
 

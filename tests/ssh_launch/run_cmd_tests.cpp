@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 namespace {
 

@@ -30,7 +30,7 @@
 #include <tlaunch/detail/sanitizers.hpp>
 
 #include "../common/temp_dir.hpp"
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 namespace {
 

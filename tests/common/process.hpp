@@ -1,6 +1,6 @@
-// What the integration tests need to drive real programs: start a binary with
-// its stdout and stderr captured, wait for output or exit with a deadline,
-// signal it, and find its node processes and their listening ports in /proc.
+// Real programs for tests that run them (integration, launch, ssh_launch, netns, k8s, slurm):
+// start a binary with its stdout and stderr captured, wait for output or exit with a
+// deadline, signal it, and find its node processes and their listening ports in /proc.
 #pragma once
 
 #include <dirent.h>

@@ -1,6 +1,7 @@
 // Real programs for tests that run them (integration, launch, ssh_launch, netns, k8s, slurm):
 // start a binary with its stdout and stderr captured, wait for output or exit with a
-// deadline, signal it, and find its node processes and their listening ports in /proc.
+// deadline, signal it, check several parts of its output at once (missing), and find its
+// node processes, whether they are gone, and their listening ports in /proc.
 #pragma once
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// A fresh directory under /tmp for one test, removed with everything in it at the end.
+// temp_dir: a fresh directory under /tmp for one test, removed with everything in it at the end.
 #pragma once
 
 #include <stdlib.h>

@@ -24,6 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/launch_paths.hpp"
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -135,20 +137,7 @@ constexpr auto serving = tlaunch::program(
     tlaunch::node<"model", Model>(tlaunch::ref<"model">),
     tlaunch::node<"client", Client>(tlaunch::ref<"model">).replicas(3));
 
-// Runs f(options) on one io thread and on two, each direct and over the wire.
-template <class F>
-void on_every_path(F f) {
-  for (unsigned threads : {1u, 2u})
-    for (bool wire : {false, true}) {
-      CAPTURE(threads);
-      CAPTURE(wire);
-      tlaunch::launch::options o;
-      o.force_wire = wire;
-      o.threads = threads;
-      o.grace = 2s;
-      f(o);
-    }
-}
+using tlaunch::test_support::on_every_path;
 
 // A call's argument that says where it came from: the caller's pid, and whether it was
 // deserialized on the way (load runs only for a call over the wire).

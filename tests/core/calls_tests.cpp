@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "../common/launch_paths.hpp"
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -301,25 +303,8 @@ bool eventually(F f) {
   return false;
 }
 
-tlaunch::launch::options opts(bool wire) {
-  tlaunch::launch::options o;
-  o.force_wire = wire;
-  o.grace = 2s;
-  return o;
-}
-
-// Runs f(options) on one io thread and on two, each direct and over the wire.
-template <class F>
-void on_every_path(F f) {
-  for (unsigned threads : {1u, 2u})
-    for (bool wire : {false, true}) {
-      CAPTURE(threads);
-      CAPTURE(wire);
-      auto o = opts(wire);
-      o.threads = threads;
-      f(o);
-    }
-}
+tlaunch::launch::options opts(bool wire) { return tlaunch::test_support::launch_options(wire); }
+using tlaunch::test_support::on_every_path;
 
 }  // namespace
 

@@ -39,6 +39,8 @@
 // Every worker first logs "ready pid=<pid>".
 #include <tlaunch/tlaunch.hpp>
 
+#include "../common/services.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -63,21 +65,7 @@ bool fault_now() {
   return true;
 }
 
-// An argument that counts, in the caller's counter, how often it is serialized: a call
-// over the wire serializes it once, a direct call within a process never.
-struct counted {
-  std::int64_t value = 0;
-  std::atomic<int>* saves = nullptr;  // the caller's; not sent
-  template <class A>
-  void save(A& a) const {
-    if (saves) ++*saves;
-    a(value);
-  }
-  template <class A>
-  void load(A& a) {
-    a(value);
-  }
-};
+using tlaunch::test_support::counted;
 
 // Keeps this thread computing for ms milliseconds.
 void spin_for(std::int64_t ms) {

@@ -5,28 +5,23 @@
 // the node keeps serving, which a good call from another node shows afterwards.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <tlaunch/detail/build_id.hpp>
-#include <tlaunch/detail/secret.hpp>
 #include <tlaunch/wire/codec.hpp>
 #include <tlaunch/wire/frame.hpp>
 #include <tlaunch/wire/hello.hpp>
 
-#include "process.hpp"
+#include "../common/process.hpp"
+#include "../common/wire_peer.hpp"
 
 namespace it = tlaunch::integration;
 namespace wire = tlaunch::wire;
 using it::process;
+using tlaunch::test_support::wire_peer;
 using namespace std::chrono_literals;
 
 namespace {
@@ -35,69 +30,14 @@ bool has(const std::string& s, std::string_view needle) {
   return s.find(needle) != std::string::npos;
 }
 
-// A raw TCP client with a receive timeout, so that a node that does not answer fails the test.
-class raw_client {
- public:
-  explicit raw_client(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd_ >= 0);
-    timeval tv{3, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  }
-  ~raw_client() { ::close(fd_); }
+// A raw peer whose reads give up after 3 s, so that a node that does not answer fails the test.
+wire_peer connect_raw(int port) { return wire_peer(port, 0, 3s); }
 
-  void send(std::span<const char> b) {
-    while (!b.empty()) {
-      ssize_t n = ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL);
-      if (n <= 0) return;  // the node may close before everything is written
-      b = b.subspan(static_cast<std::size_t>(n));
-    }
-  }
-  void send(const std::string& s) { send(std::span<const char>(s.data(), s.size())); }
-  void send(wire::frame_buffer& f) { send(f.bytes()); }
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-
-  // The next whole frame, or nothing on EOF, reset or timeout.
-  std::optional<std::pair<wire::frame_header, std::string>> read_frame() {
-    char h[wire::header_size];
-    if (!read_exact(h, sizeof h)) return std::nullopt;
-    auto check = wire::decode_header(h, 1u << 20);
-    if (!check.problem.empty()) return std::nullopt;
-    std::string payload(check.header.size, '\0');
-    if (!read_exact(payload.data(), payload.size())) return std::nullopt;
-    return std::pair{check.header, payload};
-  }
-
-  // True when the peer closes the connection (EOF or reset) within the timeout.
-  bool closed_by_peer() {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET || errno == EPIPE;
-    }
-  }
-
- private:
-  bool read_exact(char* p, std::size_t n) {
-    while (n > 0) {
-      ssize_t r = ::recv(fd_, p, n, 0);
-      if (r <= 0) return false;
-      p += r;
-      n -= static_cast<std::size_t>(r);
-    }
-    return true;
-  }
-  int fd_ = -1;
-};
+// Whether the node closes the connection (EOF or reset) within 3 s.
+bool closed_by_peer(wire_peer& c) { return c.closed_within(3s); }
 
 // Expects a refuse frame whose reason contains `why`, then the close.
-void expect_refusal(raw_client& c, std::string_view why) {
+void expect_refusal(wire_peer& c, std::string_view why) {
   auto f = c.read_frame();
   REQUIRE(f.has_value());
   CHECK(f->first.type == wire::kind::refuse);
@@ -105,31 +45,16 @@ void expect_refusal(raw_client& c, std::string_view why) {
   wire::deserialize_from(std::span<const char>(f->second.data(), f->second.size()), reason);
   CAPTURE(reason);
   CHECK(has(reason, why));
-  CHECK(c.closed_by_peer());
+  CHECK(closed_by_peer(c));
 }
 
 wire::hello our_hello(const std::string& build_id) {
-  wire::hello h;
-  auto n = tlaunch::detail::random_secret();
-  std::copy_n(n.begin(), h.nonce.size(), h.nonce.begin());
-  h.build_id = build_id;
-  h.name = "intruder";
-  return h;
+  return wire_peer::make_hello("intruder", build_id);
 }
 
 // Sends a good hello and returns the node's reply hello.
-wire::hello handshake_start(raw_client& c, const std::string& build_id) {
-  wire::frame_buffer f;
-  wire::encode_hello(f, our_hello(build_id));
-  c.send(f);
-  auto r = c.read_frame();
-  REQUIRE(r.has_value());
-  REQUIRE(r->first.type == wire::kind::hello);
-  std::string problem;
-  auto h = wire::decode_hello(std::span<const char>(r->second.data(), r->second.size()), problem);
-  CAPTURE(problem);
-  REQUIRE(h.has_value());
-  return *h;
+wire::hello handshake_start(wire_peer& c, const std::string& build_id) {
+  return c.exchange_hello(our_hello(build_id));
 }
 
 }  // namespace
@@ -151,23 +76,20 @@ TEST_SUITE("wire_input") {
 
     {
       INFO("garbage: an HTTP request");
-      raw_client c(port);
+      auto c = connect_raw(port);
       c.send(std::string("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n\r\n"));
-      CHECK(c.closed_by_peer());
+      CHECK(closed_by_peer(c));
     }
     {
       INFO("a hello frame whose payload has no magic");
-      raw_client c(port);
-      wire::frame_buffer f;
+      auto c = connect_raw(port);
       std::string junk(60, 'x');
-      f.append(junk.data(), junk.size());
-      f.seal({.type = wire::kind::hello});
-      c.send(f);
+      c.send_frame({.type = wire::kind::hello}, junk.data(), junk.size());
       expect_refusal(c, "bad magic");
     }
     {
       INFO("a truncated frame: the header promises more than ever comes");
-      raw_client c(port);
+      auto c = connect_raw(port);
       wire::frame_buffer f;
       f.append("0123456789", 10);
       f.seal({.type = wire::kind::hello});
@@ -176,31 +98,28 @@ TEST_SUITE("wire_input") {
       wire::detail::put32(reinterpret_cast<unsigned char*>(bytes.data()), 1000);
       c.send(std::span<const char>(bytes.data(), bytes.size()));
       c.shutdown_write();
-      CHECK(c.closed_by_peer());
+      CHECK(closed_by_peer(c));
     }
     {
       INFO("a truncated hello: a whole frame, but the hello's fields are cut short");
-      raw_client c(port);
+      auto c = connect_raw(port);
       wire::frame_buffer whole;
       wire::encode_hello(whole, our_hello(build_id));
-      wire::frame_buffer f;
-      auto b = whole.bytes();
-      f.append(b.data() + wire::header_size, whole.payload_size() - 5);
-      f.seal({.type = wire::kind::hello});
-      c.send(f);
+      c.send_frame({.type = wire::kind::hello}, whole.bytes().data() + wire::header_size,
+                   whole.payload_size() - 5);
       expect_refusal(c, "truncated hello");
     }
     {
       INFO("an oversized length (--max-frame=65536)");
-      raw_client c(port);
+      auto c = connect_raw(port);
       unsigned char h[wire::header_size];
       wire::encode_header({.size = 65537, .type = wire::kind::call}, h);
       c.send(std::span<const char>(reinterpret_cast<const char*>(h), sizeof h));
-      CHECK(c.closed_by_peer());
+      CHECK(closed_by_peer(c));
     }
     {
       INFO("a hello from another protocol version");
-      raw_client c(port);
+      auto c = connect_raw(port);
       auto h = our_hello(build_id);
       h.version = 9;
       wire::frame_buffer f;
@@ -210,7 +129,7 @@ TEST_SUITE("wire_input") {
     }
     {
       INFO("a hello from a different binary");
-      raw_client c(port);
+      auto c = connect_raw(port);
       wire::frame_buffer f;
       wire::encode_hello(f, our_hello("0123456789abcdef"));
       c.send(f);
@@ -218,22 +137,19 @@ TEST_SUITE("wire_input") {
     }
     {
       INFO("a good hello, then a wrong proof of the launch secret");
-      raw_client c(port);
+      auto c = connect_raw(port);
       auto reply = handshake_start(c, build_id);
       CHECK(reply.is_reply);
       CHECK(reply.name == "target/0");
       CHECK(reply.build_id == build_id);
       CHECK(has(reply.listen_address, ":" + std::to_string(port)));
-      wire::frame_buffer f;
       std::array<std::uint8_t, 32> wrong{};
-      f.append(wrong.data(), wrong.size());
-      f.seal({.type = wire::kind::auth});
-      c.send(f);
+      c.send_frame({.type = wire::kind::auth}, wrong.data(), wrong.size());
       expect_refusal(c, "wrong launch secret");
     }
     {
       INFO("a call before the handshake completed: refused before any method runs");
-      raw_client c(port);
+      auto c = connect_raw(port);
       handshake_start(c, build_id);
       wire::frame_buffer f;
       wire::serialize_into(f, std::int64_t{1});

@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 
 #include "../common/temp_dir.hpp"
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 #include <tlaunch/launch/k8s.hpp>
 #include <tlaunch/launch/local_mt.hpp>
 #include <tlaunch/launch/slurm.hpp>

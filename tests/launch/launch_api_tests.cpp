@@ -22,7 +22,7 @@
 #include <tlaunch/detail/sanitizers.hpp>
 #include <tlaunch/tlaunch.hpp>
 
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 namespace {
 
@@ -297,10 +297,9 @@ TEST_SUITE("launch_api") {
       auto r = tlaunch::integration::run({TLAUNCH_SWEEP_EXE, launch}, 120s);
       CAPTURE(r.all);
       CHECK(r.code == 0);
-      CHECK(has(r.out, "best learning rate: 0.375"));
       CHECK(has(r.all, "node trainer/0 failed"));
-      CHECK(has(r.out, "diverged (loss"));
-      CHECK(has(r.out, "[trainer/0] learning rate 0.3: loss"));
+      CHECK(tlaunch::integration::missing(r.out, {"best learning rate: 0.375", "diverged (loss",
+                                                  "[trainer/0] learning rate 0.3: loss"}) == "");
     }
   }
 #endif

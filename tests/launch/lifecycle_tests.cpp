@@ -10,7 +10,7 @@
 #include <vector>
 #include <tlaunch/launch/lifecycle.hpp>
 
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 namespace it = tlaunch::integration;
 using tlaunch::launch::fault;

@@ -15,7 +15,7 @@
 #include <tlaunch/launch/slurm.hpp>
 
 #include "../common/temp_dir.hpp"
-#include "../integration/process.hpp"
+#include "../common/process.hpp"
 
 using namespace tlaunch::integration;
 

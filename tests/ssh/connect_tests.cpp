@@ -16,6 +16,20 @@
 
 using namespace ssh_test;
 
+namespace {
+
+// A function that reads an int option (level, name) of the session's socket.
+auto socket_option_of(ssh_session session) {
+  return [fd = ssh_get_fd(session)](int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    REQUIRE(::getsockopt(fd, level, name, &v, &len) == 0);
+    return v;
+  };
+}
+
+}  // namespace
+
 TEST_SUITE("ssh_connect") {
   TEST_CASE("login authenticates with the identity file; the socket knows our address") {
     auto s = ssh::login(host(), options());
@@ -37,13 +51,7 @@ TEST_SUITE("ssh_connect") {
     o.keepalive_idle_s = 7;
     o.liveness_ms = 0;  // --liveness=0: the keepalive options as set
     auto s = ssh::open_connection(host("127.0.0.3"), o);
-    const int fd = ssh_get_fd(s.get());
-    auto option = [fd](int level, int name) {
-      int v = -1;
-      socklen_t len = sizeof v;
-      REQUIRE(::getsockopt(fd, level, name, &v, &len) == 0);
-      return v;
-    };
+    auto option = socket_option_of(s.get());
     CHECK(option(SOL_SOCKET, SO_KEEPALIVE) == 1);
     CHECK(option(IPPROTO_TCP, TCP_KEEPIDLE) == 7);
     CHECK(option(IPPROTO_TCP, TCP_KEEPINTVL) == o.keepalive_interval_s);
@@ -57,13 +65,7 @@ TEST_SUITE("ssh_connect") {
     auto o = options();
     o.liveness_ms = 1500;
     auto s = ssh::open_connection(host("127.0.0.3"), o);
-    const int fd = ssh_get_fd(s.get());
-    auto option = [fd](int level, int name) {
-      int v = -1;
-      socklen_t len = sizeof v;
-      REQUIRE(::getsockopt(fd, level, name, &v, &len) == 0);
-      return v;
-    };
+    auto option = socket_option_of(s.get());
     CHECK(option(SOL_SOCKET, SO_KEEPALIVE) == 1);
     CHECK(option(IPPROTO_TCP, TCP_KEEPIDLE) == 2);  // whole seconds, rounded up
     CHECK(option(IPPROTO_TCP, TCP_KEEPINTVL) == 2);

@@ -29,6 +29,7 @@
 #include <tlaunch/launch/ssh/host_spec.hpp>
 #include <tlaunch/launch/ssh/options.hpp>
 
+#include "../common/errors.hpp"
 #include "../common/temp_dir.hpp"
 
 namespace ssh_test {
@@ -143,13 +144,9 @@ struct recorder {
 // Message of the ssh::error that f throws (fails the test when it does not throw one).
 template <class F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ssh::error& e) {
-    return e.what();
-  }
-  FAIL("expected an ssh::error");
-  return {};
+  auto what = tlaunch::test_support::message_of<ssh::error>(std::forward<F>(f));
+  if (!what) FAIL("expected an ssh::error");
+  return what.value_or("");
 }
 
 inline bool contains(const std::string& s, const std::string& part) {

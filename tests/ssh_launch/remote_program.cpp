@@ -12,6 +12,8 @@
 //            /proc/self/status) once running, then ends (benchmarks/launch_bench.py)
 #include <tlaunch/tlaunch.hpp>
 
+#include "../common/services.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -24,20 +26,7 @@
 
 using namespace std::chrono_literals;
 
-// An argument that counts, in the caller's counter, how often it is serialized.
-struct counted {
-  std::int64_t value = 0;
-  std::atomic<int>* saves = nullptr;  // the caller's; not sent
-  template <class A>
-  void save(A& a) const {
-    if (saves) ++*saves;
-    a(value);
-  }
-  template <class A>
-  void load(A& a) {
-    a(value);
-  }
-};
+using tlaunch::test_support::counted;
 
 // The host address this process's SSH connection reached.
 std::string reached_at() {

@@ -20,6 +20,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/errors.hpp"
+
 namespace w = tlaunch::wire;
 
 namespace {
@@ -83,12 +85,7 @@ T round_trip(const T& v) {
 }
 
 std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
+  return tlaunch::test_support::message_of<std::exception>(f).value_or("no error");
 }
 
 }  // namespace

@@ -22,6 +22,8 @@
 #include <tlaunch/launch/local_child.hpp>
 #include <tlaunch/launch/node_watch.hpp>
 
+#include "../common/process.hpp"
+
 using namespace std::chrono_literals;
 using tlaunch::launch::exit_status;
 using tlaunch::launch::start_local_child;
@@ -100,10 +102,9 @@ proc_stat read_stat(long pid) {
   rest >> st.state >> ppid >> st.pgrp;
   return st;
 }
-bool alive(long pid) {
-  char s = read_stat(pid).state;
-  return s != 0 && s != 'Z' && s != 'X';
-}
+
+// Running, sleeping or stopped: not gone and not a zombie.
+bool alive(long pid) { return tlaunch::integration::alive(static_cast<pid_t>(pid)); }
 
 std::string self_exe() {
   char buf[4096] = {};
@@ -194,10 +195,7 @@ TEST_SUITE("local_child") {
     CHECK(alive(grandchild));
     c->kill();
     CHECK(r.wait_exit().signal == SIGKILL);
-    auto until = std::chrono::steady_clock::now() + 2s;
-    while (alive(grandchild) && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(10ms);
-    CHECK_FALSE(alive(grandchild));
+    CHECK(tlaunch::integration::all_gone({static_cast<pid_t>(grandchild)}, 2s));
   }
 
   TEST_CASE("the child leads its own process group") {
@@ -362,10 +360,7 @@ TEST_SUITE("local_child") {
     CHECK(alive(sleeper));
     ::kill(static_cast<pid_t>(middle->pid()), SIGKILL);
     CHECK(r.wait_exit().signal == SIGKILL);
-    auto until = std::chrono::steady_clock::now() + 2s;
-    while (alive(sleeper) && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(10ms);
-    CHECK_FALSE(alive(sleeper));
+    CHECK(tlaunch::integration::all_gone({static_cast<pid_t>(sleeper)}, 2s));
   }
 
   TEST_CASE("the child object may be destroyed from its own on_exit") {

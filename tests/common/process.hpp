@@ -1,6 +1,7 @@
-// What the integration tests need to drive real programs: start a binary with
-// its stdout and stderr captured, wait for output or exit with a deadline,
-// signal it, and find its node processes and their listening ports in /proc.
+// Real programs for tests that run them (integration, launch, ssh_launch, netns, k8s, slurm):
+// start a binary with its stdout and stderr captured, wait for output or exit with a
+// deadline, signal it, check several parts of its output at once (missing), and find its
+// node processes, whether they are gone, and their listening ports in /proc.
 #pragma once
 
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <random>
 #include <set>
@@ -183,6 +185,16 @@ inline finished run(std::vector<std::string> argv, ms timeout = 30s) {
   return {c, p.out(), p.err(), p.all(), p.timed_out()};
 }
 
+// The parts that `text` lacks, each on a line of its own; "" when it holds them all. A
+// test checks several at once with CHECK(missing(r.out, {...}) == ""), which names the
+// missing ones when it fails.
+inline std::string missing(std::string_view text, std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (auto part : parts)
+    if (text.find(part) == std::string_view::npos) out.append(part).append("\n");
+  return out;
+}
+
 // ----- /proc ----------------------------------------------------------------------------
 
 inline std::string read_file(const std::string& path) {
@@ -245,6 +257,12 @@ inline bool all_gone(const std::vector<pid_t>& pids, ms timeout) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(20ms);
   }
+}
+
+// Waits (at most `timeout`) until none of `pids` is alive; true if they all went and no node
+// process with `marker` in its argv is left either.
+inline bool all_gone(const std::vector<pid_t>& pids, std::string_view marker, ms timeout) {
+  return all_gone(pids, timeout) && node_pids(marker).empty();
 }
 
 // The socket inodes among pid's open files.

@@ -116,7 +116,7 @@ class context {
 
 // The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
 // compiled once in the library (tlaunch/impl/src/rpc.hpp): a program's files make no timer.
-#if TLAUNCH_RUNTIME_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 
 namespace tlaunch {
 

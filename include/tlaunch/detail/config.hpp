@@ -23,20 +23,3 @@
 // impl/src.hpp checks that it came first (the library's definitions would be missing).
 #define TLAUNCH_DECLARED_ONLY
 #endif
-
-// The RPC layer's definitions in two groups, so that the library compiles them in two files:
-// the connection (rpc/connection*.hpp, connection_api.hpp, batch.hpp, instance.hpp) where
-// TLAUNCH_BUILDING_RPC_CONNECTION is set (impl/src/rpc_connection.hpp), the runtime
-// (rpc/runtime.hpp, call_paths.hpp, context.hpp) where TLAUNCH_BUILDING_RPC_RUNTIME is
-// (impl/src/rpc_runtime.hpp); both where the library is one file (impl/src.hpp) or
-// header-only; neither in a program's files.
-#if TLAUNCH_HEADER_DEFINITIONS && !defined(TLAUNCH_BUILDING_RPC_RUNTIME)
-#define TLAUNCH_CONNECTION_DEFINITIONS 1
-#else
-#define TLAUNCH_CONNECTION_DEFINITIONS 0
-#endif
-#if TLAUNCH_HEADER_DEFINITIONS && !defined(TLAUNCH_BUILDING_RPC_CONNECTION)
-#define TLAUNCH_RUNTIME_DEFINITIONS 1
-#else
-#define TLAUNCH_RUNTIME_DEFINITIONS 0
-#endif

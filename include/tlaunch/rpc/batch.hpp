@@ -428,7 +428,7 @@ void post_batched_any(const asio::any_io_executor& ex, F&& f) {
 
 // The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
 // compiled once in the library (tlaunch/impl/src/rpc.hpp).
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 
 namespace tlaunch::rpc {
 

@@ -70,7 +70,7 @@ TLAUNCH_DECL void spawn_run(runtime& rt, instance& i, asio::awaitable<void> body
 
 // The batch groups of the two executors calls are posted to, instantiated once in the
 // library (their submit posts to Asio).
-#if defined(TLAUNCH_SEPARATE_COMPILATION) && !TLAUNCH_RUNTIME_DEFINITIONS
+#if defined(TLAUNCH_SEPARATE_COMPILATION) && !defined(TLAUNCH_BUILDING_LIBRARY)
 extern template class detail::batch_group_for<strand_type>;
 extern template class detail::batch_group_for<asio::any_io_executor>;
 #endif
@@ -188,14 +188,14 @@ TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
 
 // The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
 // compiled once where tlaunch/impl/src.hpp is included.
-#if TLAUNCH_RUNTIME_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
 
 namespace tlaunch::rpc {
 
-#if defined(TLAUNCH_SEPARATE_COMPILATION)
+#if defined(TLAUNCH_BUILDING_LIBRARY)
 template class detail::batch_group_for<strand_type>;
 template class detail::batch_group_for<asio::any_io_executor>;
 #endif

@@ -476,7 +476,7 @@ class connection : public std::enable_shared_from_this<connection> {
 // in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where
 // tlaunch/impl/src.hpp is included (a program's own files then neither parse nor compile
 // them, nor the TLS and OpenSSL headers they include: they see the two class names alone).
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 #include "connection_open.hpp"
 #include "connection_liveness.hpp"
 #include "connection_write.hpp"

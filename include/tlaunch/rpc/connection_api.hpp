@@ -60,6 +60,6 @@ TLAUNCH_DECL std::shared_ptr<connection> shared_of(connection& c);
 }  // namespace tlaunch::rpc
 
 // Header-only, or in the library: the definitions, with the connection's.
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 #include "connection.hpp"
 #endif

@@ -8,7 +8,7 @@
 
 #include "connection.hpp"
 
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -7,7 +7,7 @@
 
 #include "connection.hpp"
 
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 #include <sys/socket.h>
 
 #include <asio/connect.hpp>

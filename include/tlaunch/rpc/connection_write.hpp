@@ -8,7 +8,7 @@
 
 #include "connection.hpp"
 
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 #include <asio/post.hpp>
 
 namespace tlaunch::rpc {

@@ -77,7 +77,7 @@ TLAUNCH_DECL void reply_error(connection& c, std::uint64_t call_id, wire::error_
 }  // namespace tlaunch::rpc
 
 // Compiled once in the library (tlaunch/impl/src/rpc.hpp) with TLAUNCH_SEPARATE_COMPILATION.
-#if TLAUNCH_CONNECTION_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 namespace tlaunch::rpc {
 
 TLAUNCH_DECL void reply_error(connection& c, std::uint64_t call_id, wire::error_code code,

@@ -269,7 +269,7 @@ class runtime final : public rpc::connection_sink {
 // runtime's members that are not templates, defined here: inline in every translation unit,
 // or, with TLAUNCH_SEPARATE_COMPILATION, compiled once where tlaunch/impl/src.hpp is
 // included (a program's own files then neither parse nor compile them).
-#if TLAUNCH_RUNTIME_DEFINITIONS
+#if TLAUNCH_HEADER_DEFINITIONS
 #include <fcntl.h>
 
 #include <asio/ip/tcp.hpp>
@@ -277,7 +277,6 @@ class runtime final : public rpc::connection_sink {
 #include "../detail/build_id.hpp"
 #include "accept_loop.hpp"
 #include "connection.hpp"
-#include "tls.hpp"
 
 namespace tlaunch::rpc {
 

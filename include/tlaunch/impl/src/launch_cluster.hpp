@@ -1,4 +1,4 @@
-// The library's part 7: the launchers that run inside a cluster manager: launch::run_slurm
+// The library's part 6: the launchers that run inside a cluster manager: launch::run_slurm
 // (an srun step) and launch::run_k8s and launch::run_k8s_pod (Kubernetes manifests, and the
 // pods they run), both through the coordinator of the process part. Compiled once:
 // src/launch_cluster.cpp.

@@ -1,4 +1,4 @@
-// The library's part 6: the launchers that run every node on this machine:
+// The library's part 5: the launchers that run every node on this machine:
 // launch::run_local_mt (every node in this process) and launch::run_local_mp (a process per
 // node, through the coordinator of the process part). Compiled once: src/launch_local.cpp.
 #pragma once

@@ -1,4 +1,4 @@
-// The library's part 4: the entry points: tlaunch::main's body (launch::run_main,
+// The library's part 3: the entry points: tlaunch::main's body (launch::run_main,
 // impl/run_main.hpp) with the command line, the node forker and the node watch, and
 // tlaunch::start's (detail::start_view, impl/start.hpp). The launchers and the node process
 // they call are compiled in the other launch parts (launch/decl.hpp). Compiled once:

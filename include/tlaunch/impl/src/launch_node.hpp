@@ -1,4 +1,4 @@
-// The library's part 8: what a process that a launcher started runs: a node process
+// The library's part 7: what a process that a launcher started runs: a node process
 // (launch::run_node_process, --tlaunch-role) and the ssh launcher's agent on each host
 // (launch::run_agent, --tlaunch-agent). Compiled once: src/launch_node.cpp.
 #pragma once

@@ -1,4 +1,4 @@
-// The library's part 5: the process machinery the launchers share: the coordinator
+// The library's part 4: the process machinery the launchers share: the coordinator
 // (launch/coordinator.hpp and launch/coordinator/: the control protocol, the process table
 // and restarts, the stop), which local_mp, ssh, slurm and k8s run, and the start of a local
 // node process (launch::start_local_child, start_forked_child, start_node_child). Compiled

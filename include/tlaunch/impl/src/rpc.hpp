@@ -1,9 +1,7 @@
-// The library's RPC layer: the non-template members of rpc/connection.hpp (with its parts
-// rpc/connection_*.hpp and rpc/tls.hpp), rpc/runtime.hpp, rpc/call_paths.hpp and
-// context.hpp. TLAUNCH_BUILDING_LIBRARY is set here only: every other file of the library and
-// of the program sees their declarations alone. The library builds it as two files,
-// rpc_connection.hpp and rpc_runtime.hpp (each compiles one group of the definitions,
-// detail/config.hpp); tlaunch/impl/src.hpp includes this header, with both groups.
+// The library's part 2: the non-template members of rpc/connection.hpp (with rpc/tls.hpp),
+// rpc/runtime.hpp, rpc/call_paths.hpp and context.hpp, compiled once (src/rpc.cpp; tlaunch/impl/src.hpp
+// includes every part). TLAUNCH_BUILDING_LIBRARY is set in this part only: every other file
+// of the library and of the program sees their declarations alone.
 #pragma once
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || !defined(ASIO_SEPARATE_COMPILATION)

@@ -29,7 +29,5 @@
 #include "src/rpc.hpp"
 #include "src/launch_main.hpp"
 #include "src/launch_process.hpp"
-#include "src/launch_local.hpp"
-#include "src/launch_cluster.hpp"
-#include "src/launch_node.hpp"
+#include "src/launch_local_cluster.hpp"
 #include "src/launch_ssh.hpp"

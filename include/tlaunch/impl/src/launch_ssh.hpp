@@ -1,6 +1,6 @@
-// The library's part 8: the ssh launcher, launch::run_ssh (sessions, the binary cache, one
+// The library's part 6: the ssh launcher, launch::run_ssh (sessions, the binary cache, one
 // agent link per host), which runs the coordinator of the process part (launch_process.hpp);
-// the agent it starts on each host is compiled in part 7 (launch_node.hpp). Compiled once:
+// the agent it starts on each host is compiled in part 3 (launch_main.hpp). Compiled once:
 // src/launch_ssh.cpp.
 #pragma once
 

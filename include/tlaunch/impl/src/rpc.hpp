@@ -1,7 +1,7 @@
 // The library's part 2: the non-template members of rpc/connection.hpp (with rpc/tls.hpp),
-// rpc/runtime.hpp, rpc/call_paths.hpp and context.hpp, compiled once (src/rpc.cpp; tlaunch/impl/src.hpp
-// includes every part). TLAUNCH_BUILDING_LIBRARY is set in this part only: every other file
-// of the library and of the program sees their declarations alone.
+// rpc/runtime.hpp, rpc/call_paths.hpp and context.hpp, compiled once (src/rpc.cpp;
+// tlaunch/impl/src.hpp includes every part). TLAUNCH_BUILDING_LIBRARY is set in this part
+// only: every other file of the library and of the program sees their declarations alone.
 #pragma once
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || !defined(ASIO_SEPARATE_COMPILATION)

@@ -14,7 +14,7 @@
 
 #include "launch/flags.hpp"
 #include "launch/local_mt.hpp"
-#include "launch/output.hpp"
+#include "launch/terminal/output.hpp"
 #include "program.hpp"
 
 namespace tlaunch::testing {

@@ -13,7 +13,7 @@
 
 #include <doctest/doctest.h>
 
-#include <tlaunch/launch/output.hpp>
+#include <tlaunch/launch/terminal/output.hpp>
 
 using tlaunch::launch::color_mode;
 using tlaunch::launch::output_printer;

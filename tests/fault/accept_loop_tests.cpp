@@ -23,8 +23,8 @@
 #include <vector>
 
 #include <tlaunch/tlaunch.hpp>
-#include <tlaunch/launch/coordinator.hpp>
-#include <tlaunch/launch/local_child.hpp>
+#include <tlaunch/launch/process/coordinator.hpp>
+#include <tlaunch/launch/process/local_child.hpp>
 #include <tlaunch/wire/frame.hpp>
 
 #include "../common/node_fixture.hpp"

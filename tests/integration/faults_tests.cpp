@@ -15,7 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <tlaunch/launch/node_forker.hpp>
+#include <tlaunch/launch/process/node_forker.hpp>
 
 #include "../common/process.hpp"
 

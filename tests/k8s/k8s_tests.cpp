@@ -1,4 +1,4 @@
-// --launch=k8s (launch/k8s.hpp) and what it shares with the other launchers: per-node
+// --launch=k8s (launch/cluster/k8s.hpp) and what it shares with the other launchers: per-node
 // environment and resource hints (launch/node_env.hpp). hello_world's manifests are parsed
 // as YAML (python3-yaml) and checked for their shape; then its pods run for real on this
 // machine, each started as Kubernetes would start it: the container's command and args,
@@ -22,9 +22,9 @@
 
 #include "../common/temp_dir.hpp"
 #include "../common/process.hpp"
-#include <tlaunch/launch/k8s.hpp>
+#include <tlaunch/launch/cluster/k8s.hpp>
 #include <tlaunch/launch/local_mt.hpp>
-#include <tlaunch/launch/slurm.hpp>
+#include <tlaunch/launch/cluster/slurm.hpp>
 
 namespace {
 

@@ -255,7 +255,7 @@ TEST_SUITE("launch_api") {
     ::sigaction(SIGINT, &mine, &before);
     scratch_file f("leaks");
     // The first local_mp launch starts local_child's fork thread, which lives as long
-    // as the process (launch/local_child.hpp): counted after it.
+    // as the process (launch/process/local_child.hpp): counted after it.
     if (forked_nodes_run)
       REQUIRE(tlaunch::start(doubling_program(1, f.path.string()), with("local_mp")).wait() ==
               0);

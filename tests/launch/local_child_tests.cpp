@@ -19,8 +19,8 @@
 
 #include <doctest/doctest.h>
 
-#include <tlaunch/launch/local_child.hpp>
-#include <tlaunch/launch/node_watch.hpp>
+#include <tlaunch/launch/process/local_child.hpp>
+#include <tlaunch/launch/process/node_watch.hpp>
 
 #include "../common/process.hpp"
 
@@ -396,7 +396,7 @@ TEST_SUITE("local_child") {
     CHECK_FALSE(alive(pid));
   }
 
-  // --tlaunch-watch (launch/node_watch.hpp): a process forked here plays a Slurm task. Its
+  // --tlaunch-watch (launch/process/node_watch.hpp): a process forked here plays a Slurm task. Its
   // watch forks the node; `node` runs in that node and returns its exit code.
   template <class Node>
   pid_t watched_task(std::chrono::milliseconds limit, int err_fd, Node node) {

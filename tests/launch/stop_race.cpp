@@ -21,8 +21,8 @@
 // The launch layer's own entry points (compiled in the library; declared here).
 #include <tlaunch/main.hpp>
 #include <tlaunch/launch/local_mp.hpp>
-#include <tlaunch/launch/node_process.hpp>
-#include <tlaunch/launch/output.hpp>
+#include <tlaunch/launch/process/node_process.hpp>
+#include <tlaunch/launch/terminal/output.hpp>
 #include <tlaunch/launch/registry.hpp>
 
 #include <asio/steady_timer.hpp>

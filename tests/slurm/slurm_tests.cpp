@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <tlaunch/launch/slurm.hpp>
+#include <tlaunch/launch/cluster/slurm.hpp>
 
 #include "../common/temp_dir.hpp"
 #include "../common/process.hpp"

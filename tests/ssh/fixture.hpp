@@ -24,7 +24,7 @@
 
 #include <libssh/libssh.h>
 
-#include <tlaunch/launch/child.hpp>
+#include <tlaunch/launch/process/child.hpp>
 #include <tlaunch/launch/ssh/error.hpp>
 #include <tlaunch/launch/ssh/host_spec.hpp>
 #include <tlaunch/launch/ssh/options.hpp>

@@ -2,7 +2,7 @@
 // loopback (tools/sshd-fixture.sh): children driven from any thread through the session's
 // I/O loop, uploads, a connection that dies, many sessions at once. The pieces have tests
 // of their own beside this file.
-#include <tlaunch/launch/ssh_session.hpp>
+#include <tlaunch/launch/ssh/session.hpp>
 
 #include "fixture.hpp"
 

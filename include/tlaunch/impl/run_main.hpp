@@ -16,17 +16,17 @@
 #include "../launch/entry_points.hpp"
 #include "../launch/flags.hpp"
 #include "../launch/node_env.hpp"
-#include "../launch/node_forker.hpp"
-#include "../launch/node_watch.hpp"
-#include "../launch/output.hpp"
+#include "../launch/process/node_forker.hpp"
+#include "../launch/process/node_watch.hpp"
+#include "../launch/terminal/output.hpp"
 #include "../launch/registry.hpp"
 #include "../program_view.hpp"
 
 // Header-only: the bodies of the entry points called here.
 #if !defined(TLAUNCH_SEPARATE_COMPILATION)
-#include "../launch/agent.hpp"
-#include "../launch/k8s.hpp"
-#include "../launch/node_process.hpp"
+#include "../launch/ssh/agent.hpp"
+#include "../launch/cluster/k8s.hpp"
+#include "../launch/process/node_process.hpp"
 #endif
 
 
@@ -47,7 +47,7 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     return 0;
   }
   // Node processes are forked from a copy of this process made now, while it is one
-  // thread, rather than executed (launch/node_forker.hpp).
+  // thread, rather than executed (launch/process/node_forker.hpp).
   std::unique_ptr<launch::node_forker> forker;
   auto start_forker = [&] {
     if (o.exec_nodes) return;

@@ -16,7 +16,7 @@
 #include "../launch/launcher.hpp"
 #include "../launch/entry_points.hpp"
 #include "../launch/node_env.hpp"
-#include "../launch/output.hpp"
+#include "../launch/terminal/output.hpp"
 #include "../program_view.hpp"
 #include "../start.hpp"
 

@@ -21,7 +21,7 @@
 #include "decl.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
-#include "output.hpp"
+#include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 

@@ -34,7 +34,7 @@ struct options {
   std::chrono::milliseconds start_timeout{60000};
   std::string log_dir;
   std::string color = "auto";
-  // --terminal=tmux: a tmux window per node process (launch/tmux_terminal.hpp); "" none.
+  // --terminal=tmux: a tmux window per node process (launch/terminal/tmux.hpp); "" none.
   // --terminal-close: the launcher closes the session when the program ends.
   std::string terminal;
   bool terminal_close = false;
@@ -63,7 +63,7 @@ struct options {
   std::string coordinator_host;  // address remote nodes dial back
   // --env NAME:KEY=VALUE: node name -> its variables, in order (launch/node_env.hpp)
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> env;
-  // ssh (its own flags, parsed by launch/ssh.hpp)
+  // ssh (its own flags, parsed by launch/ssh/launcher.hpp)
   std::string ssh_identity;
   bool ssh_accept_new = false;
   std::string known_hosts;
@@ -73,12 +73,12 @@ struct options {
   std::map<std::string, std::string> launcher_flags;
   // node process (set by the launcher, never by hand)
   std::string role;
-  bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/agent.hpp)
+  bool agent = false;  // --tlaunch-agent: start a host's nodes for a launcher (launch/ssh/agent.hpp)
   // --tlaunch-watch: a node process forks a watch that kills it when it stays stopped
-  // (launch/node_watch.hpp): for nodes that a cluster manager starts.
+  // (launch/process/node_watch.hpp): for nodes that a cluster manager starts.
   bool watch = false;
   // --exec-nodes: local_mp (and ssh's agent) executes the binary for each node process instead of forking
-  // it from a copy made at start-up (launch/node_forker.hpp).
+  // it from a copy made at start-up (launch/process/node_forker.hpp).
   bool exec_nodes = false;
   std::string coordinator;
   std::vector<std::string> user_args;

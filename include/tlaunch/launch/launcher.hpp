@@ -10,7 +10,7 @@
 //   };
 //
 // run() places the instances (launch/placement.hpp), starts them (a coordinator and a
-// spawn function for launchers of node processes, launch/coordinator.hpp), and returns
+// spawn function for launchers of node processes, launch/process/coordinator.hpp), and returns
 // the exit code that the program's lifecycle (launch/lifecycle.hpp) ended with. It sees the
 // program through a program_view (program_view.hpp: the nodes, and hosting them), so a
 // launcher is no template and is compiled once with TLAUNCH_SEPARATE_COMPILATION.
@@ -24,7 +24,7 @@
 #include "../program_view.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
-#include "output.hpp"
+#include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 

@@ -15,16 +15,16 @@
 #include "../detail/self_exe.hpp"
 #include "../program_view.hpp"
 #include "colocation.hpp"
-#include "coordinator.hpp"
+#include "process/coordinator.hpp"
 #include "decl.hpp"
 #include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
-#include "local_child.hpp"
+#include "process/local_child.hpp"
 #include "node_env.hpp"
-#include "node_forker.hpp"
-#include "node_process.hpp"
-#include "output.hpp"
+#include "process/node_forker.hpp"
+#include "process/node_process.hpp"
+#include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 

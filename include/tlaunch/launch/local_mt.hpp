@@ -17,7 +17,7 @@
 #include "launcher.hpp"
 #include "lifecycle.hpp"
 #include "node_env.hpp"
-#include "output.hpp"
+#include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 

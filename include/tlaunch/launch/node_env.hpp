@@ -25,7 +25,7 @@
 #include "../error.hpp"
 #include "../program.hpp"
 #include "flags.hpp"
-#include "output.hpp"
+#include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 

@@ -11,15 +11,15 @@
 #include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
-#include "output.hpp"
+#include "terminal/output.hpp"
 
 // Header-only: the launchers' bodies, which running them needs.
 #if !defined(TLAUNCH_SEPARATE_COMPILATION)
-#include "k8s.hpp"
+#include "cluster/k8s.hpp"
 #include "local_mp.hpp"
 #include "local_mt.hpp"
-#include "slurm.hpp"
-#include "ssh.hpp"
+#include "cluster/slurm.hpp"
+#include "ssh/launcher.hpp"
 #endif
 
 namespace tlaunch::launch {

@@ -27,7 +27,7 @@
 namespace tlaunch::rpc {
 
 // How a launcher of node processes restarts a failed instance of a node (each replica
-// counts its own restarts); launch/coordinator.hpp applies it, local_mt ignores it.
+// counts its own restarts); launch/process/coordinator.hpp applies it, local_mt ignores it.
 struct restart_policy {
   std::uint32_t max_restarts = 0;           // 0: never; a failure stops the program
   std::chrono::milliseconds window{60000};  // restarts counted over this long (0: ever)

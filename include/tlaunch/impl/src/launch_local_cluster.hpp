@@ -12,7 +12,7 @@
 #define TLAUNCH_BUILDING_LAUNCH_LOCAL
 #define TLAUNCH_BUILDING_LAUNCH_CLUSTER
 
-#include "../../launch/k8s.hpp"
+#include "../../launch/cluster/k8s.hpp"
 #include "../../launch/local_mp.hpp"
 #include "../../launch/local_mt.hpp"
-#include "../../launch/slurm.hpp"
+#include "../../launch/cluster/slurm.hpp"

@@ -13,7 +13,7 @@
 #define TLAUNCH_BUILDING_LAUNCH_MAIN
 #define TLAUNCH_BUILDING_LAUNCH_NODE
 
-#include "../../launch/agent.hpp"
-#include "../../launch/node_process.hpp"
+#include "../../launch/ssh/agent.hpp"
+#include "../../launch/process/node_process.hpp"
 #include "../run_main.hpp"
 #include "../start.hpp"

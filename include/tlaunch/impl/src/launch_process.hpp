@@ -1,5 +1,5 @@
 // The library's part 4: the process machinery the launchers share: the coordinator
-// (launch/coordinator.hpp and launch/coordinator/: the control protocol, the process table
+// (launch/process/coordinator.hpp and launch/coordinator/: the control protocol, the process table
 // and restarts, the stop), which local_mp, ssh, slurm and k8s run, and the start of a local
 // node process (launch::start_local_child, start_forked_child, start_node_child). Compiled
 // once: src/launch_process.cpp.
@@ -11,5 +11,5 @@
 
 #define TLAUNCH_BUILDING_LAUNCH_PROCESS
 
-#include "../../launch/coordinator.hpp"
-#include "../../launch/node_forker.hpp"
+#include "../../launch/process/coordinator.hpp"
+#include "../../launch/process/node_forker.hpp"

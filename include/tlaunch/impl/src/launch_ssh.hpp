@@ -10,4 +10,4 @@
 
 #define TLAUNCH_BUILDING_LAUNCH_SSH
 
-#include "../../launch/ssh.hpp"
+#include "../../launch/ssh/launcher.hpp"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "../../detail/line_splitter.hpp"
-#include "../child.hpp"
+#include "../process/child.hpp"
 #include "error.hpp"
 #include "host_spec.hpp"
 #include "io_loop.hpp"

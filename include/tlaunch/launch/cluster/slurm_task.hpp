@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "../error.hpp"
-#include "../program.hpp"
-#include "colocation.hpp"
+#include "../../error.hpp"
+#include "../../program.hpp"
+#include "../colocation.hpp"
 
 namespace tlaunch::launch {
 

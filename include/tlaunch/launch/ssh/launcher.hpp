@@ -1,6 +1,6 @@
 // ssh: node processes on other hosts. The launcher opens an SSH session to every
 // host (in parallel), copies this binary by SFTP into a cache keyed by its build
-// id, and starts it once per host as an agent (launch/agent.hpp), through the login
+// id, and starts it once per host as an agent (launch/ssh/agent.hpp), through the login
 // shell; the agent forks that host's nodes. The nodes dial back to the coordinator
 // on an address of this machine that the host reaches, as with any launcher: the
 // agent relays only their output, exit statuses, stdin and kills.
@@ -29,21 +29,21 @@
 
 #include <fmt/format.h>
 
-#include "../detail/build_id.hpp"
-#include "../detail/self_exe.hpp"
-#include "../program_view.hpp"
+#include "../../detail/build_id.hpp"
+#include "../../detail/self_exe.hpp"
+#include "../../program_view.hpp"
 #include "agent.hpp"
-#include "colocation.hpp"
-#include "coordinator.hpp"
-#include "decl.hpp"
-#include "entry_points.hpp"
-#include "flags.hpp"
-#include "launcher.hpp"
-#include "node_env.hpp"
-#include "output.hpp"
-#include "placement.hpp"
-#include "ssh/upload_progress.hpp"
-#include "ssh_session.hpp"
+#include "../colocation.hpp"
+#include "../process/coordinator.hpp"
+#include "../decl.hpp"
+#include "../entry_points.hpp"
+#include "../flags.hpp"
+#include "../launcher.hpp"
+#include "../node_env.hpp"
+#include "../terminal/output.hpp"
+#include "../placement.hpp"
+#include "upload_progress.hpp"
+#include "session.hpp"
 
 namespace tlaunch::launch {
 

@@ -43,9 +43,9 @@
 #include <utility>
 #include <vector>
 
-#include "../detail/line_splitter.hpp"
+#include "../../detail/line_splitter.hpp"
 #include "child.hpp"
-#include "decl.hpp"
+#include "../decl.hpp"
 
 extern "C" char** environ;
 

@@ -1,4 +1,4 @@
-// The coordinator's side of the control protocol (launch/coordinator.hpp): its setup and
+// The coordinator's side of the control protocol (launch/process/coordinator.hpp): its setup and
 // listening socket, the node processes' connections (accepted, read, closed), their
 // registrations, and the directory of addresses it sends once every instance registered and
 // again after a restart.

@@ -1,4 +1,4 @@
-// The coordinator's process table (launch/coordinator.hpp): run() starts a process for each
+// The coordinator's process table (launch/process/coordinator.hpp): run() starts a process for each
 // slot (a colocation group's for its leader), judges each exit, and restarts a failed
 // instance within its restart policy's budget after the backoff; the tmux terminal's windows.
 // Compiled once in the library (tlaunch/impl/src/launch_process.hpp), inline when header-only.

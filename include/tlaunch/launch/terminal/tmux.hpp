@@ -1,6 +1,6 @@
 // --terminal=tmux: a tmux session on the launcher's machine with one window per node
 // process (an instance, or a colocation group), each following that process's output
-// live, whichever launcher started it (the coordinator feeds it: launch/coordinator.hpp).
+// live, whichever launcher started it (the coordinator feeds it: launch/process/coordinator.hpp).
 // Every process's lines also go to a file of their own in a temporary directory, which its
 // window follows (`tail -f`, by descriptor: the files are removed when the launcher ends,
 // and the windows stay readable until the user closes the session, or the launcher closes
@@ -41,8 +41,8 @@
 #include <thread>
 #include <vector>
 
-#include "../error.hpp"
-#include "child.hpp"
+#include "../../error.hpp"
+#include "../process/child.hpp"
 
 extern char** environ;
 

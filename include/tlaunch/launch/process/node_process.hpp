@@ -23,17 +23,17 @@
 #include <string>
 #include <thread>
 
-#include "../rpc/connection.hpp"
-#include "../rpc/runtime.hpp"
-#include "../detail/secret.hpp"
-#include "../program_view.hpp"
-#include "../wire/codec.hpp"
-#include "decl.hpp"
-#include "entry_points.hpp"
-#include "flags.hpp"
-#include "lifecycle.hpp"
-#include "node_env.hpp"
-#include "slurm_task.hpp"
+#include "../../rpc/connection.hpp"
+#include "../../rpc/runtime.hpp"
+#include "../../detail/secret.hpp"
+#include "../../program_view.hpp"
+#include "../../wire/codec.hpp"
+#include "../decl.hpp"
+#include "../entry_points.hpp"
+#include "../flags.hpp"
+#include "../lifecycle.hpp"
+#include "../node_env.hpp"
+#include "../cluster/slurm_task.hpp"
 
 namespace tlaunch::launch {
 

@@ -46,10 +46,10 @@
 #include <utility>
 #include <vector>
 
-#include "../detail/crypto.hpp"
-#include "../detail/sanitizers.hpp"
+#include "../../detail/crypto.hpp"
+#include "../../detail/sanitizers.hpp"
 #include "child.hpp"
-#include "decl.hpp"
+#include "../decl.hpp"
 #include "local_child.hpp"
 
 extern "C" char** environ;

@@ -38,14 +38,14 @@
 #include <utility>
 #include <vector>
 
-#include "../detail/line_splitter.hpp"
-#include "../detail/secret.hpp"
-#include "../detail/self_exe.hpp"
-#include "child.hpp"
-#include "decl.hpp"
-#include "entry_points.hpp"
-#include "local_child.hpp"
-#include "node_forker.hpp"
+#include "../../detail/line_splitter.hpp"
+#include "../../detail/secret.hpp"
+#include "../../detail/self_exe.hpp"
+#include "../process/child.hpp"
+#include "../decl.hpp"
+#include "../entry_points.hpp"
+#include "../process/local_child.hpp"
+#include "../process/node_forker.hpp"
 
 namespace tlaunch::launch {
 

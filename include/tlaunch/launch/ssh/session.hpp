@@ -20,14 +20,14 @@
 #include <utility>
 #include <vector>
 
-#include "child.hpp"
-#include "ssh/binary_cache.hpp"
-#include "ssh/connect.hpp"
-#include "ssh/error.hpp"
-#include "ssh/exec_channel.hpp"
-#include "ssh/host_spec.hpp"
-#include "ssh/io_loop.hpp"
-#include "ssh/options.hpp"
+#include "../process/child.hpp"
+#include "binary_cache.hpp"
+#include "connect.hpp"
+#include "error.hpp"
+#include "exec_channel.hpp"
+#include "host_spec.hpp"
+#include "io_loop.hpp"
+#include "options.hpp"
 
 namespace tlaunch::ssh {
 

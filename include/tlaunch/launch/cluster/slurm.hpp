@@ -3,7 +3,7 @@
 // it starts one `srun` whose task r is node process r of the program (colocation_processes:
 // an instance, or a colocation group at its first member's place, in program order; without
 // groups, instance r), placed by --distribution=arbitrary on the Slurm node --place or
-// round-robin chose; each task finds its role from SLURM_PROCID (launch/slurm_task.hpp;
+// round-robin chose; each task finds its role from SLURM_PROCID (launch/cluster/slurm_task.hpp;
 // the tasks get --colocate/--no-colocate to map ranks alike) and dials back as a local_mp
 // node does. A group's task hosts every member, each registering on its own connection.
 //
@@ -50,18 +50,18 @@
 
 #include <fmt/format.h>
 
-#include "../detail/self_exe.hpp"
-#include "../program_view.hpp"
-#include "colocation.hpp"
-#include "coordinator.hpp"
-#include "decl.hpp"
-#include "entry_points.hpp"
-#include "flags.hpp"
-#include "launcher.hpp"
-#include "local_child.hpp"
-#include "node_env.hpp"
-#include "output.hpp"
-#include "placement.hpp"
+#include "../../detail/self_exe.hpp"
+#include "../../program_view.hpp"
+#include "../colocation.hpp"
+#include "../process/coordinator.hpp"
+#include "../decl.hpp"
+#include "../entry_points.hpp"
+#include "../flags.hpp"
+#include "../launcher.hpp"
+#include "../process/local_child.hpp"
+#include "../node_env.hpp"
+#include "../terminal/output.hpp"
+#include "../placement.hpp"
 #include "slurm_task.hpp"
 
 namespace tlaunch::launch {

@@ -24,7 +24,7 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
-#include "child.hpp"
+#include "../process/child.hpp"
 
 namespace tlaunch::launch {
 

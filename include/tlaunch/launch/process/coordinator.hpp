@@ -10,7 +10,7 @@
 // slot; each member registers on a connection of its own, and the group fails, stops
 // and restarts as one.
 // --terminal=tmux: every process's lines also go to a tmux window of its own
-// (launch/tmux_terminal.hpp), a restarted process's to the window of the one it replaces.
+// (launch/terminal/tmux.hpp), a restarted process's to the window of the one it replaces.
 #pragma once
 
 #include <fcntl.h>
@@ -33,21 +33,21 @@
 #include <thread>
 #include <vector>
 
-#include "../detail/build_id.hpp"
-#include "../rpc/accept_loop.hpp"
-#include "../rpc/connection.hpp"
-#include "../rpc/runtime.hpp"
-#include "../rpc/tls.hpp"
-#include "../detail/secret.hpp"
-#include "../wire/codec.hpp"
+#include "../../detail/build_id.hpp"
+#include "../../rpc/accept_loop.hpp"
+#include "../../rpc/connection.hpp"
+#include "../../rpc/runtime.hpp"
+#include "../../rpc/tls.hpp"
+#include "../../detail/secret.hpp"
+#include "../../wire/codec.hpp"
 #include "child.hpp"
-#include "colocation.hpp"
-#include "decl.hpp"
-#include "flags.hpp"
-#include "lifecycle.hpp"
-#include "output.hpp"
-#include "placement.hpp"
-#include "tmux_terminal.hpp"
+#include "../colocation.hpp"
+#include "../decl.hpp"
+#include "../flags.hpp"
+#include "../lifecycle.hpp"
+#include "../terminal/output.hpp"
+#include "../placement.hpp"
+#include "../terminal/tmux.hpp"
 
 namespace tlaunch::launch {
 

@@ -1,4 +1,4 @@
-// The coordinator's stop (launch/coordinator.hpp): a failure that counts, stop_program(),
+// The coordinator's stop (launch/process/coordinator.hpp): a failure that counts, stop_program(),
 // the end of every run() body or a signal begin the program's stop; every node is told to
 // stop once, the grace period runs, what is left is killed, and the launcher ends with the
 // first failure's report.

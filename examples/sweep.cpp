@@ -58,16 +58,18 @@ struct trial {
 
 // The launch type from the command line: [--launch=]local_mp (the default) or local_mt;
 // false when the arguments are anything else.
-bool parse_launch(int argc, char** argv, std::string& launch) {
-  launch = "local_mp";
+bool parse_launch(int argc, char** argv, tlaunch::launcher& launch) {
+  launch = tlaunch::launcher::local_mp;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 2 && args[0] == "--launch") args = {"--launch=" + args[1]};
   if (args.empty()) return true;
   if (args.size() != 1) return false;
   std::string a = args[0];
   if (a.rfind("--launch=", 0) == 0) a = a.substr(9);
-  if (a != "local_mp" && a != "local_mt") return false;
-  launch = a;
+  if (a == "local_mt")
+    launch = tlaunch::launcher::local_mt;
+  else if (a != "local_mp")
+    return false;
   return true;
 }
 
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
                  argv[0], argc > 1 ? ": " : "", argc > 1 ? argv[1] : "", argv[0]);
     return 2;
   }
-  o.color = "never";
+  o.color = tlaunch::output_color::never;
   auto result_file = std::filesystem::temp_directory_path() /
                      fmt::format("tlaunch_sweep_{}.loss", ::getpid());
 

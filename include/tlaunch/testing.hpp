@@ -14,6 +14,7 @@
 
 #include "launch/flags.hpp"
 #include "launch/local_mt.hpp"
+#include "launch/plan.hpp"
 #include "launch/terminal/output.hpp"
 #include "program.hpp"
 
@@ -22,8 +23,11 @@ namespace tlaunch::testing {
 template <class... Nodes>
 class test_launch {
  public:
-  explicit test_launch(const program_t<Nodes...>& p, launch::options o = {})
-      : program_(p), opt_(std::move(o)), out_(launch::color_mode::never, opt_.log_dir) {
+  // s: the launch's settings (launch_options.hpp), a tlaunch::launch_options too (its
+  // launcher is local_mt here, always).
+  explicit test_launch(const program_t<Nodes...>& p, const launch_settings& s = {})
+      : program_(p), out_(launch::color_mode::never, s.log_dir) {
+    static_cast<launch_settings&>(opt_) = s;
     thread_ = std::thread([this] {
       int code = 1;
       try {
@@ -37,7 +41,7 @@ class test_launch {
           std::lock_guard lk(mu_);
           stop_ = std::move(stop);
         };
-        code = launch::run_local_mt(program_, opt_, out_, hooks);
+        code = launch::run_local_mt(launch::plan_launch(program_, opt_), out_, hooks);
       } catch (...) {
         std::lock_guard lk(mu_);
         error_ = std::current_exception();

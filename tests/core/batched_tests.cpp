@@ -344,8 +344,8 @@ TEST_SUITE("batched") {
                  .colocate<"mixer", "near">();
 
     tlaunch::launch_options o;
-    o.launch = "local_mp";
-    o.color = "never";
+    o.launch = tlaunch::launcher::local_mp;
+    o.color = tlaunch::output_color::never;
     o.grace = 3s;
     o.start_timeout = 30s;  // not the default minute when a node fails to start
     auto run = tlaunch::start(p, o);

@@ -78,7 +78,7 @@ TEST_SUITE("program") {
       tlaunch::launch::options o;
       o.force_wire = wire;
       tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
-      CHECK(tlaunch::launch::run_local_mt(graph, o, out) == 0);
+      CHECK(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(graph, o), out) == 0);
       CHECK(finished_runs == 1);
       CHECK(gathered == 4 * 2 * 3 + 500);
     }
@@ -89,10 +89,10 @@ TEST_SUITE("program") {
     tlaunch::launch::options o;
     o.replicas["worker"] = 7;
     tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
-    CHECK(tlaunch::launch::run_local_mt(graph, o, out) == 0);
+    CHECK(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(graph, o), out) == 0);
     CHECK(gathered == 7 * 2 * 3 + 500);
     o.replicas = {{"wroker", 2}};
-    CHECK_THROWS_WITH_AS(tlaunch::launch::run_local_mt(graph, o, out),
+    CHECK_THROWS_WITH_AS(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(graph, o), out),
                          doctest::Contains("wroker"), tlaunch::launch_error);
   }
 
@@ -152,7 +152,7 @@ TEST_SUITE("program") {
     o.replicas["worker"] = 2;
     tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
     try {
-      tlaunch::launch::run_local_mt(p, o, out);
+      tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(p, o), out);
       FAIL("no error");
     } catch (const tlaunch::launch_error& e) {
       std::string m = e.what();
@@ -188,7 +188,7 @@ TEST_SUITE("program") {
                                         tlaunch::node<"sleeper", Sleeper>().replicas(3));
     tlaunch::launch::options o;
     tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
-    CHECK(tlaunch::launch::run_local_mt(p, o, out) == 0);
+    CHECK(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(p, o), out) == 0);
   }
 
   TEST_CASE("a run() that throws stops the program with exit code 1, naming the node") {
@@ -200,7 +200,7 @@ TEST_SUITE("program") {
     std::FILE* mem = open_memstream(&buf, &len);
     {
       tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never, {}, mem, mem);
-      CHECK(tlaunch::launch::run_local_mt(p, o, out) == 1);
+      CHECK(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(p, o), out) == 1);
     }
     std::fclose(mem);
     std::string text(buf, len);
@@ -220,7 +220,7 @@ TEST_SUITE("program") {
     tlaunch::launch::options o;
     o.force_wire = true;  // spawned actors are in-process even then
     tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never);
-    CHECK(tlaunch::launch::run_local_mt(p, o, out) == 0);
+    CHECK(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(p, o), out) == 0);
     CHECK(gathered == 42);
   }
 }

@@ -13,6 +13,7 @@
 
 #include <doctest/doctest.h>
 
+#include <tlaunch/launch/registry.hpp>  // parse
 #include <tlaunch/launch/terminal/output.hpp>
 
 using tlaunch::launch::color_mode;
@@ -67,7 +68,7 @@ TEST_SUITE("output") {
 
   TEST_CASE("auto colors are off for a target that is not a terminal") {
     memory_file out, err;
-    output_printer p(color_mode::auto_, {}, out.f, err.f);
+    output_printer p(color_mode::automatic, {}, out.f, err.f);
     p.print("worker/0", stream::out, "x");
     CHECK(out.text() == "[worker/0] x\n");
   }
@@ -95,10 +96,15 @@ TEST_SUITE("output") {
     CHECK(colors.size() > 1);
   }
 
-  TEST_CASE("the mode comes from the --color flag's value") {
-    CHECK(tlaunch::launch::parse_color_mode("always") == color_mode::always);
-    CHECK(tlaunch::launch::parse_color_mode("never") == color_mode::never);
-    CHECK(tlaunch::launch::parse_color_mode("auto") == color_mode::auto_);
+  TEST_CASE("the mode comes from the --color flag's value; another value is a usage error") {
+    auto parse = [](const char* flag) {
+      const char* argv[] = {"prog", flag};
+      return tlaunch::launch::parse(2, argv).color;
+    };
+    CHECK(parse("--color=always") == color_mode::always);
+    CHECK(parse("--color=never") == color_mode::never);
+    CHECK(parse("--color=auto") == color_mode::automatic);
+    CHECK_THROWS_AS(parse("--color=sometimes"), tlaunch::launch::usage_error);
   }
 
   TEST_CASE("a log directory gets one file per node with both streams, created on demand") {

@@ -435,6 +435,18 @@ TEST_SUITE("k8s") {
     CHECK_FALSE(has(pods[5].all, "failed"));
   }
 
+  TEST_CASE("under --tls the coordinator pod's keys come from the launch's Secret") {
+    // The coordinator takes the secret from the Secret after it is made: its TLS keys
+    // must be derived from that one, as every node pod's are.
+    auto pods = run_as_pods({TLAUNCH_HELLO_WORLD_EXE, "--tls"});
+    REQUIRE(pods.size() == 6);
+    for (std::size_t i = 0; i < pods.size(); ++i) {
+      INFO("pod ", i, ": ", pods[i].all);
+      CHECK(pods[i].code == 0);
+    }
+    CHECK(has(pods[5].all, "the program ended with exit code 0 (5 node pods"));
+  }
+
   TEST_CASE("a colocation group is one pod that hosts every member; the program completes") {
     // counter and producer/0 share pod 0; producers 1-3 are pods 1-3, the coordinator 4.
     auto pods = run_as_pods({TLAUNCH_HELLO_WORLD_EXE, "--colocate", "counter,producer/0"});

@@ -109,10 +109,10 @@ struct echo_launcher {
     o.launcher_flags[flag] = r.value();
     return true;
   }
-  static int run(const tlaunch::detail::program_view& p, const tlaunch::launch::options& o,
-                 tlaunch::launch::output_printer&) {
-    ran_with = o.launcher_flags.at("--echo-prefix");
-    for (const auto& n : p.describe(o.replicas)) instances += n.replicas;
+  // The plan is resolved before the launcher runs: its nodes have --replicas applied.
+  static int run(const tlaunch::launch::launch_plan& plan, tlaunch::launch::output_printer&) {
+    ran_with = plan.opt.launcher_flags.at("--echo-prefix");
+    for (const auto& n : plan.nodes) instances += n.replicas;
     return 7;
   }
   static inline std::string ran_with;
@@ -221,7 +221,7 @@ TEST_SUITE("registry") {
     CHECK(u.find("echo: prints the instances") != std::string::npos);
     CHECK(u.find("--echo-prefix=TEXT") != std::string::npos);
     tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never, "");
-    CHECK(with_echo::run(small_program, o, out) == 7);
+    CHECK(with_echo::run(tlaunch::launch::plan_launch(small_program, o), out) == 7);
     CHECK(echo_launcher::ran_with == ">>");
     CHECK(echo_launcher::instances == 3);
   }

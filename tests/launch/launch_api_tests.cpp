@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 #include <tlaunch/detail/sanitizers.hpp>
 #include <tlaunch/tlaunch.hpp>
@@ -121,10 +122,10 @@ struct MirrorUser {
   }
 };
 
-tlaunch::launch_options with(std::string launch) {
+tlaunch::launch_options with(const std::string& launch) {
   tlaunch::launch_options o;
-  o.launch = std::move(launch);
-  o.color = "never";
+  o.launch = launch == "local_mp" ? tlaunch::launcher::local_mp : tlaunch::launcher::local_mt;
+  o.color = tlaunch::output_color::never;
   o.grace = 3s;
   return o;
 }
@@ -157,6 +158,13 @@ void wait_for_file(const scratch_file& f) {
 }
 
 }  // namespace
+
+// The launcher is a choice of two, not a string; only tlaunch::start makes a running_program.
+static_assert(!std::is_assignable_v<tlaunch::launcher&, const char*>);
+static_assert(!std::is_constructible_v<tlaunch::running_program, std::shared_ptr<void>>);
+static_assert(!std::is_default_constructible_v<tlaunch::running_program>);
+static_assert(!std::is_copy_constructible_v<tlaunch::running_program>);
+static_assert(std::is_nothrow_move_constructible_v<tlaunch::running_program>);
 
 TEST_SUITE("launch_api") {
   TEST_CASE("programs run one after another in this process, under local_mt and local_mp") {
@@ -218,12 +226,18 @@ TEST_SUITE("launch_api") {
       CHECK(next.wait() == 0);
       CHECK(doubled(f).first == 8);
     }
-    // Options that do not fit throw at start.
-    tlaunch::launch_options bad = with("ssh");
-    CHECK_THROWS_AS(tlaunch::start(doubling_program(1, "/dev/null"), bad), tlaunch::launch_error);
-    bad = with("local_mp");
+    // Options that do not fit throw at start, naming what was wrong.
+    tlaunch::launch_options bad = with("local_mp");
     bad.replicas["nosuchnode"] = 2;
     CHECK_THROWS_AS(tlaunch::start(doubling_program(1, "/dev/null"), bad), std::exception);
+    bad = with("local_mp");
+    bad.restart["nosuchnode"] = 2;
+    CHECK_THROWS_WITH_AS(tlaunch::start(doubling_program(1, "/dev/null"), bad),
+                         doctest::Contains("nosuchnode"), tlaunch::launch_error);
+    bad = with("local_mt");
+    bad.env["nosuchnode"].emplace_back("K", "V");
+    CHECK_THROWS_WITH_AS(tlaunch::start(doubling_program(1, "/dev/null"), bad),
+                         doctest::Contains("nosuchnode"), tlaunch::launch_error);
   }
 
   TEST_CASE("an adaptive sweep under local_mp: each run's parameter comes from the last result") {

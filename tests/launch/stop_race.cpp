@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   if (o.agent) return launch::run_main(program, argc, argv);
   o.hold_stop = {"worker/1"};
   launch::output_printer out(launch::color_mode::never, o.log_dir);
-  if (o.launch == "ssh") return launch::registered_launchers::run(program, o, out);
-  return launch::run_local_mp(program, o, out);
+  auto plan = launch::plan_launch(program, o);
+  if (o.launch == "ssh") return launch::registered_launchers::run(plan, out);
+  return launch::run_local_mp(plan, out);
 }

@@ -385,8 +385,8 @@ constexpr auto diverging = tlaunch::program(tlaunch::node<"trainer", Diverging>(
 template <class Program>
 std::pair<int, std::string> launch_api(const Program& program) {
   // ---- docs/guide/launch-api.md: launch API ----
-  tlaunch::launch_options o;   // tlaunch::launch::options, what main fills from its flags
-  o.launch = "local_mp";       // or "local_mt" (the default); no other launcher
+  tlaunch::launch_options o;   // the flags' user settings as typed fields
+  o.launch = tlaunch::launcher::local_mp;  // or local_mt (the default); no other launcher
   o.grace = std::chrono::seconds(3);
   tlaunch::running_program run = tlaunch::start(program, o);  // returns at once
   int code = run.wait();       // blocks: 0 stopped normally, 1 a node failed
@@ -411,7 +411,7 @@ TEST_SUITE("readme") {
   TEST_CASE("calls: call, call_options, async, sync from a plain thread, broadcast") {
     for (bool wire : {false, true}) {
       CAPTURE(wire);
-      tlaunch::launch::options o;
+      tlaunch::launch_settings o;
       o.force_wire = wire;
       tlaunch::testing::test_launch t(calling, o);
       auto counter = t.get<"counter">();
@@ -468,7 +468,7 @@ TEST_SUITE("readme") {
 
   TEST_CASE("test_launch options: force_wire, threads, replicas") {
     // ---- docs/guide/questions.md: test_launch options ----
-    tlaunch::launch::options o;
+    tlaunch::launch_settings o;
     o.force_wire = true;         // calls between nodes go over loopback TCP, as between processes
     o.threads = 1;               // io threads (default 2)
     o.replicas["worker"] = 2;    // as --replicas worker=2
@@ -484,7 +484,7 @@ TEST_SUITE("readme") {
   }
 
   TEST_CASE("bytes from a std::vector<float>; a received one has no alignment guarantee") {
-    tlaunch::launch::options o;
+    tlaunch::launch_settings o;
     o.force_wire = true;
     tlaunch::testing::test_launch t(training, o);
     auto trainer = t.get<"trainer">();
@@ -500,7 +500,7 @@ TEST_SUITE("readme") {
   }
 
   TEST_CASE("CPU-heavy work on a thread pool leaves the node's io thread free") {
-    tlaunch::launch::options o;
+    tlaunch::launch_settings o;
     o.threads = 1;  // one io thread: a simulate() run on it would block ping() forever
     tlaunch::testing::test_launch t(solving, o);
     auto solver = t.get<"solver">();
@@ -511,14 +511,14 @@ TEST_SUITE("readme") {
   }
 
   TEST_CASE("data store: actors write through a writer, a learner samples under the rate limiter") {
-    tlaunch::launch::options o;
+    tlaunch::launch_settings o;
     o.force_wire = true;  // items cross loopback TCP, as between processes
     tlaunch::testing::test_launch t(agent, o);
     CHECK(t.wait() == 0);  // the learner got 2000 intact samples and stopped the program
   }
 
   TEST_CASE("compiler pitfalls: the safe spellings append a vector-holding struct intact") {
-    tlaunch::launch::options o;
+    tlaunch::launch_settings o;
     o.force_wire = true;
     tlaunch::testing::test_launch t(recording, o);
     CHECK(t.wait() == 0);  // 100 items stored, their priorities updated, the program stopped
@@ -527,7 +527,7 @@ TEST_SUITE("readme") {
   TEST_CASE("batched handlers: eight players each get their own results from one batched method") {
     for (bool wire : {false, true}) {
       CAPTURE(wire);
-      tlaunch::launch::options o;
+      tlaunch::launch_settings o;
       o.force_wire = wire;
       tlaunch::testing::test_launch t(players, o);
       CHECK(t.wait() == 0);  // every player got its own action for each of its 100 calls

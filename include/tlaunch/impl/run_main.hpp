@@ -19,6 +19,7 @@
 #include "../launch/process/node_forker.hpp"
 #include "../launch/process/node_watch.hpp"
 #include "../launch/terminal/output.hpp"
+#include "../launch/plan.hpp"
 #include "../launch/registry.hpp"
 #include "../program_view.hpp"
 
@@ -78,13 +79,12 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     // a pod of --launch=k8s's Job, or of its restart Job
     if (o.role == "k8s" || o.role == "k8s-restart") return launch::run_k8s_pod(p, o);
     if (!o.role.empty()) return launch::run_node_process(p, o);
-    auto nodes = p.describe(o.replicas);
-    launch::check_env_nodes(nodes, o);
-    launch::apply_restart_flags(nodes, o);  // --restart names only nodes of the program
-    launch::colocation_groups(nodes, p.colocated(), o);  // --colocate names instances of it
+    // Resolved once, before anything starts: --replicas, --restart, --colocate and --env
+    // name only nodes and instances of the program.
+    auto plan = launch::plan_launch(p, o);
     if (o.launch == "local_mp") start_forker();
-    launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
-    return launch::registered_launchers::run(p, o, out);
+    launch::output_printer out(o.color, o.log_dir);
+    return launch::registered_launchers::run(plan, out);
   } catch (const launch_error& e) {
     std::fprintf(stderr, "%s: %s\n", prog, e.what());
     return 2;

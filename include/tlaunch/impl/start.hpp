@@ -5,7 +5,9 @@
 
 #include <exception>
 #include <functional>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,8 +15,10 @@
 #include <fmt/format.h>
 
 #include "../error.hpp"
+#include "../launch/flags.hpp"
 #include "../launch/launcher.hpp"
 #include "../launch/entry_points.hpp"
+#include "../launch/plan.hpp"
 #include "../launch/node_env.hpp"
 #include "../launch/terminal/output.hpp"
 #include "../program_view.hpp"
@@ -29,27 +33,32 @@
 
 namespace tlaunch::detail {
 
+// What a started program and its launching thread share.
+struct launch_state {
+  std::mutex mu;
+  std::function<void()> stop;  // set while the launcher accepts a stop
+  bool stop_asked = false;     // stop() before the launcher published its function
+  bool finished = false;
+  int exit_code = 0;
+  std::string failure;
+  std::thread thread;                    // runs the launcher
+  std::shared_ptr<const void> program;  // the copy of the program the view refers to
+};
+
 TLAUNCH_DECL running_program start_view(const program_view& p,
                                         std::shared_ptr<const void> keep,
-                                        launch_options o) {
-  if (o.launch != "local_mt" && o.launch != "local_mp")
-    throw launch_error(fmt::format(
-        "tlaunch::start runs programs with local_mt or local_mp, not '{}' (other launchers: "
-        "through tlaunch::main)",
-        o.launch));
-  // What tlaunch::main checks before it runs a launcher, thrown here rather than
-  // reported by wait().
-  auto nodes = p.describe(o.replicas);
-  launch::check_env_nodes(nodes, o);
-  launch::apply_restart_flags(nodes, o);
+                                        launch_options options) {
+  launch::options o = launch::to_options(options);
   o.handle_signals = false;  // the caller's dispositions stay as they are
-  o.help = o.agent = false;
-  o.role.clear();
+  // Resolved as tlaunch::main resolves it, before the launch: what does not fit the
+  // program is thrown here rather than reported by wait().
+  auto plan = launch::plan_launch(p, std::move(o));
 
   auto s = std::make_shared<launch_state>();
   s->program = std::move(keep);
   // The thread never outlives s: running_program joins it before it lets s go.
-  s->thread = std::thread([st = s.get(), p, o = std::move(o)] {
+  s->thread = std::thread([st = s.get(), plan = std::move(plan)] {
+    const launch::options& o = plan.opt;
     int code = 1;
     std::string failure;
     // local_mt publishes its stop before its run() bodies start; a stop that early would
@@ -65,7 +74,7 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
       if (f && asked) f();
     };
     try {
-      launch::output_printer out(launch::parse_color_mode(o.color), o.log_dir);
+      launch::output_printer out(o.color, o.log_dir);
       launch::run_hooks hooks;
       hooks.failed = [&failure](const launch::failure_report& f) {
         failure = fmt::format("node {} failed: {}", f.where, f.why);
@@ -73,7 +82,7 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
       if (o.launch == "local_mp") {
         hooks.fork_nodes = true;
         hooks.publish_stop = publish;
-        code = launch::run_local_mp(p, o, out, hooks);
+        code = launch::run_local_mp(plan, out, hooks);
       } else {
         hooks.publish_stop = [&](std::function<void()> f) {
           if (f)
@@ -82,7 +91,7 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
             publish({});
         };
         hooks.started = [&](tlaunch::detail::runtime&) { publish(not_yet); };
-        code = launch::run_local_mt(p, o, out, hooks);
+        code = launch::run_local_mt(plan, out, hooks);
       }
     } catch (const launch_error& e) {
       code = 2;
@@ -103,4 +112,56 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
 }
 
 }  // namespace tlaunch::detail
+
+namespace tlaunch {
+
+TLAUNCH_DECL running_program::running_program(std::shared_ptr<detail::launch_state> s) noexcept
+    : s_(std::move(s)) {}
+
+TLAUNCH_DECL running_program::running_program(running_program&&) noexcept = default;
+
+TLAUNCH_DECL running_program& running_program::operator=(running_program&& o) noexcept {
+  if (this != &o) {
+    end();
+    s_ = std::move(o.s_);
+  }
+  return *this;
+}
+
+TLAUNCH_DECL running_program::~running_program() { end(); }
+
+TLAUNCH_DECL int running_program::wait() {
+  if (s_->thread.joinable()) s_->thread.join();
+  return s_->exit_code;
+}
+
+TLAUNCH_DECL void running_program::stop() {
+  // Under the lock: the launcher withdraws its stop function before it returns.
+  std::lock_guard lk(s_->mu);
+  s_->stop_asked = true;
+  if (s_->stop) s_->stop();
+}
+
+TLAUNCH_DECL bool running_program::finished() const {
+  std::lock_guard lk(s_->mu);
+  return s_->finished;
+}
+
+TLAUNCH_DECL int running_program::exit_code() const {
+  std::lock_guard lk(s_->mu);
+  return s_->exit_code;
+}
+
+TLAUNCH_DECL std::string running_program::failure() const {
+  std::lock_guard lk(s_->mu);
+  return s_->failure;
+}
+
+TLAUNCH_DECL void running_program::end() {
+  if (!s_ || !s_->thread.joinable()) return;
+  stop();
+  s_->thread.join();
+}
+
+}  // namespace tlaunch
 

@@ -6,7 +6,8 @@
 // impl/run_main.hpp, impl/start.hpp); with TLAUNCH_SEPARATE_COMPILATION each is compiled once
 // in the library's part for it (launch/decl.hpp), and a file that dispatches parses none of
 // them. A launcher's run() is a template for the same reason: naming the launcher does not
-// need its body, only running it does.
+// need its body, only running it does. Every launcher runs a launch_plan (plan.hpp),
+// resolved once before it.
 #pragma once
 
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "decl.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
+#include "plan.hpp"
 #include "terminal/output.hpp"
 
 namespace tlaunch::launch {
@@ -30,32 +32,29 @@ namespace tlaunch::launch {
 // Runs the program in this process until it stops; returns the exit code. hooks
 // (launcher.hpp): `started` once every node is constructed and running, before waiting
 // (the test launch takes the runtime from it); `publish_stop`, `failed`.
-TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
-                              output_printer& out, const run_hooks& hooks = {});
+TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
+                              const run_hooks& hooks = {});
 
 // hooks (launcher.hpp): with fork_nodes, each node process is a fork of this one that
 // runs run_node_process on the program in memory (tlaunch::start: the caller's code
 // before the launch does not run again), not this binary executed with its role.
-TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
-                              output_printer& out, const run_hooks& hooks = {});
+TLAUNCH_DECL int run_local_mp(const launch_plan& plan, output_printer& out,
+                              const run_hooks& hooks = {});
 
-// Launches every node of p on the hosts of o (--hosts, --hostfile, --place) and
+// Launches every node of the plan on the hosts of its options (--hosts, --hostfile, --place) and
 // runs the program to its end; returns the launcher's exit code. Throws
 // launch_error, naming each host, when a host cannot be reached, refuses the key,
 // has an unknown or changed host key, or cannot take the binary.
 // TLAUNCH_TIMINGS=1 in the environment prints how long each phase took.
-TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
-                         output_printer& out);
+TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out);
 
-// Runs every node of p as a task of one srun step in the current allocation and runs the
+// Runs every node of the plan as a task of one srun step in the current allocation and runs the
 // program to its end; returns the launcher's exit code. Throws launch_error outside an
 // allocation, inside a step of several tasks, or for a --place host not in the allocation.
-TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
-                           output_printer& out);
+TLAUNCH_DECL int run_slurm(const launch_plan& plan, output_printer& out);
 
-// --launch=k8s: writes the manifests of p's Job, Service and Secret; the exit code.
-TLAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
-                         output_printer& out);
+// --launch=k8s: writes the manifests of the plan's Job, Service and Secret; the exit code.
+TLAUNCH_DECL int run_k8s(const launch_plan& plan, output_printer& out);
 
 // A pod of --launch=k8s's Job (--tlaunch-role=k8s): the coordinator or one node.
 TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o);
@@ -102,9 +101,9 @@ struct local_mt_launcher {
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     return no_flags(o, f, r);
   }
-  template <class View = tlaunch::detail::program_view>
-  static int run(const View& p, const options& o, output_printer& out) {
-    return run_local_mt(p, o, out);
+  template <class Plan = launch_plan>
+  static int run(const Plan& plan, output_printer& out) {
+    return run_local_mt(plan, out);
   }
 };
 static_assert(launcher<local_mt_launcher>);
@@ -116,9 +115,9 @@ struct local_mp_launcher {
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     return no_flags(o, f, r);
   }
-  template <class View = tlaunch::detail::program_view>
-  static int run(const View& p, const options& o, output_printer& out) {
-    return run_local_mp(p, o, out);
+  template <class Plan = launch_plan>
+  static int run(const Plan& plan, output_printer& out) {
+    return run_local_mp(plan, out);
   }
 };
 static_assert(launcher<local_mp_launcher>);
@@ -168,9 +167,9 @@ struct ssh_launcher {
     }
     return true;
   }
-  template <class View = tlaunch::detail::program_view>
-  static int run(const View& p, const options& o, output_printer& out) {
-    return run_ssh(p, o, out);
+  template <class Plan = launch_plan>
+  static int run(const Plan& plan, output_printer& out) {
+    return run_ssh(plan, out);
   }
 };
 static_assert(launcher<ssh_launcher>);
@@ -192,9 +191,9 @@ struct slurm_launcher {
     o.launcher_flags[name] += v + '\n';  // repeatable: one option a line
     return true;
   }
-  template <class View = tlaunch::detail::program_view>
-  static int run(const View& p, const options& o, output_printer& out) {
-    return run_slurm(p, o, out);
+  template <class Plan = launch_plan>
+  static int run(const Plan& plan, output_printer& out) {
+    return run_slurm(plan, out);
   }
 };
 static_assert(launcher<slurm_launcher>);
@@ -233,9 +232,9 @@ struct k8s_launcher {
     o.launcher_flags[f] = v;
     return true;
   }
-  template <class View = tlaunch::detail::program_view>
-  static int run(const View& p, const options& o, output_printer& out) {
-    return run_k8s(p, o, out);
+  template <class Plan = launch_plan>
+  static int run(const Plan& plan, output_printer& out) {
+    return run_k8s(plan, out);
   }
 };
 static_assert(launcher<k8s_launcher>);

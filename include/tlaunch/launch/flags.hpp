@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../error.hpp"
+#include "../launch_options.hpp"
 
 namespace tlaunch::launch {
 
@@ -21,48 +22,20 @@ class usage_error : public tlaunch::error {
   using tlaunch::error::error;
 };
 
-struct options {
+// Every flag as a field: the user's settings (launch_options.hpp, what tlaunch::start
+// takes as well) and what only the command line sets: any registered launcher, the
+// hosts, ssh's settings, a node process's role.
+struct options : tlaunch::launch_settings {
   std::string launch = "local_mt";
-  std::map<std::string, std::uint32_t> replicas;
-  // --restart NAME=N: a node's max_restarts (restart_policy), replacing the program's.
-  std::map<std::string, std::uint32_t> restart;
-  // --colocate A,B[,...] (one group per flag; "node" or "node/INDEX") and --no-colocate
-  // (drop the program's groups): launch/colocation.hpp.
-  std::vector<std::string> colocate;
-  bool no_colocate = false;
-  std::chrono::milliseconds grace{5000};
-  std::chrono::milliseconds start_timeout{60000};
-  std::string log_dir;
-  std::string color = "auto";
   // --terminal=tmux: a tmux window per node process (launch/terminal/tmux.hpp); "" none.
   // --terminal-close: the launcher closes the session when the program ends.
   std::string terminal;
   bool terminal_close = false;
-  unsigned threads = 0;  // 0: 2 for local_mt, 1 per node process
-  std::chrono::microseconds busy_poll{0};
-  bool force_wire = false;
-  std::uint32_t max_frame = 256u << 20;
-  // Peers that have not authenticated (rpc/connection.hpp): their deadline and their number.
-  std::chrono::milliseconds handshake_timeout{5000};
-  std::uint32_t max_unauthenticated = 256;
-  // Heartbeats between processes (0: off); a peer silent for three intervals is gone.
-  std::chrono::milliseconds heartbeat{0};
-  // Liveness below the peer's process (rpc::connection_config::liveness): TCP keepalive
-  // probes every interval on every connection, which fails when its peer's host has
-  // acknowledged nothing for two intervals (read from TCP_INFO; no TCP_USER_TIMEOUT, which
-  // only --heartbeat sets there); ssh sessions also get a TCP_USER_TIMEOUT of two intervals
-  // (launch/ssh/connect.hpp). A node process stopped for two intervals is killed as failed
-  // by the process that started it. 0: no check and no kill, probes only after 10 s idle.
-  std::chrono::milliseconds liveness{1000};
-  // --tls: TLS 1.3 on every connection between processes, keyed from the launch secret.
-  bool tls = false;
   // placement (launch/placement.hpp)
   std::vector<std::string> hosts;
   std::string hostfile;
   std::map<std::string, std::vector<std::string>> place;
   std::string coordinator_host;  // address remote nodes dial back
-  // --env NAME:KEY=VALUE: node name -> its variables, in order (launch/node_env.hpp)
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> env;
   // ssh (its own flags, parsed by launch/ssh/launcher.hpp)
   std::string ssh_identity;
   bool ssh_accept_new = false;
@@ -81,7 +54,6 @@ struct options {
   // it from a copy made at start-up (launch/process/node_forker.hpp).
   bool exec_nodes = false;
   std::string coordinator;
-  std::vector<std::string> user_args;
   bool help = false;
   // SIGINT and SIGTERM stop the program (tlaunch::main). tlaunch::start sets it false: a
   // launch inside a larger program leaves the process's signal dispositions alone.
@@ -353,9 +325,15 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
     } else if (name == "--log-dir") {
       o.log_dir = need();
     } else if (name == "--color") {
-      o.color = need();
-      if (o.color != "auto" && o.color != "always" && o.color != "never")
-        throw usage_error("--color: '" + o.color + "' is not one of auto, always, never");
+      std::string v = need();
+      if (v == "auto")
+        o.color = output_color::automatic;
+      else if (v == "always")
+        o.color = output_color::always;
+      else if (v == "never")
+        o.color = output_color::never;
+      else
+        throw usage_error("--color: '" + v + "' is not one of auto, always, never");
     } else if (name == "--terminal") {
       o.terminal = need();
       if (o.terminal != "tmux") throw usage_error("--terminal: '" + o.terminal + "' is not tmux");
@@ -437,6 +415,15 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
   check_terminal(o);
+  return o;
+}
+
+// The options of a launch from inside a program (tlaunch::start): its settings and the
+// launcher's name.
+inline options to_options(const tlaunch::launch_options& l) {
+  options o;
+  static_cast<tlaunch::launch_settings&>(o) = l;
+  o.launch = l.launch == tlaunch::launcher::local_mp ? "local_mp" : "local_mt";
   return o;
 }
 

@@ -6,10 +6,11 @@
 //     static constexpr std::string_view summary = "one line for --help";
 //     static constexpr std::string_view usage = "";               // its flags' --help lines
 //     static bool parse_flag(options&, const std::string& flag, const flag_reader&);
-//     static int run(const tlaunch::detail::program_view&, const options&, output_printer&);
+//     static int run(const launch_plan&, output_printer&);
 //   };
 //
-// run() places the instances (launch/placement.hpp), starts them (a coordinator and a
+// run() gets the launch resolved once (launch/plan.hpp: the nodes, the colocation
+// groups, the options), places the instances (launch/placement.hpp), starts them (a coordinator and a
 // spawn function for launchers of node processes, launch/process/coordinator.hpp), and returns
 // the exit code that the program's lifecycle (launch/lifecycle.hpp) ended with. It sees the
 // program through a program_view (program_view.hpp: the nodes, and hosting them), so a
@@ -24,18 +25,19 @@
 #include "../program_view.hpp"
 #include "flags.hpp"
 #include "lifecycle.hpp"
+#include "plan.hpp"
 #include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 
 template <class L>
 concept launcher = requires(options& o, const std::string& flag, const flag_reader& r,
-                            const tlaunch::detail::program_view& p, output_printer& out) {
+                            const launch_plan& plan, output_printer& out) {
   { L::name } -> std::convertible_to<std::string_view>;
   { L::summary } -> std::convertible_to<std::string_view>;
   { L::usage } -> std::convertible_to<std::string_view>;
   { L::parse_flag(o, flag, r) } -> std::same_as<bool>;
-  { L::run(p, o, out) } -> std::same_as<int>;
+  { L::run(plan, out) } -> std::same_as<int>;
 };
 
 // What a launch from inside a program (tlaunch::start, start.hpp) asks of local_mt and

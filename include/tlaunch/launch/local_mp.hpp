@@ -22,6 +22,7 @@
 #include "launcher.hpp"
 #include "process/local_child.hpp"
 #include "node_env.hpp"
+#include "plan.hpp"
 #include "process/node_forker.hpp"
 #include "process/node_process.hpp"
 #include "terminal/output.hpp"
@@ -29,12 +30,14 @@
 namespace tlaunch::launch {
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
-TLAUNCH_DECL int run_local_mp(const tlaunch::detail::program_view& p, const options& o,
-                              output_printer& out, const run_hooks& hooks) {
-  auto nodes = p.describe(o.replicas);
+TLAUNCH_DECL int run_local_mp(const launch_plan& plan, output_printer& out,
+                              const run_hooks& hooks) {
+  const auto& p = plan.program;
+  const options& o = plan.opt;
+  const auto& nodes = plan.nodes;
   warn_ignored_resources(nodes, "local_mp", out);
   coordinator coord(nodes, o, out);
-  coord.colocate(colocation_groups(nodes, p.colocated(), o));
+  coord.colocate(plan.groups);
   coord.listen("127.0.0.1");
   std::vector<placement> places;
   std::uint32_t flat = 0;

@@ -17,32 +17,20 @@
 #include "launcher.hpp"
 #include "lifecycle.hpp"
 #include "node_env.hpp"
+#include "plan.hpp"
 #include "terminal/output.hpp"
 
 namespace tlaunch::launch {
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_LOCAL)
-TLAUNCH_DECL int run_local_mt(const tlaunch::detail::program_view& p, const options& o,
-                              output_printer& out, const run_hooks& hooks) {
-  {
-    auto nodes = p.describe(o.replicas);
-    apply_restart_flags(nodes, o);
-    if (auto w = one_process_warning(nodes, o); !w.empty()) out.print("launcher", stream::err, w);
-  }
-  tlaunch::detail::runtime_options ro;
-  ro.threads = o.threads ? o.threads : 2;
-  ro.force_wire = o.force_wire;
-  ro.busy_poll = o.busy_poll;
-  ro.max_frame = o.max_frame;
-  ro.handshake_timeout = o.handshake_timeout;
-  ro.max_unauthenticated = o.max_unauthenticated;
-  ro.heartbeat = o.heartbeat;
-  ro.liveness = o.liveness;
-  ro.tls = o.tls;  // only --force-wire makes connections in this process
-  ro.grace = o.grace;
-  ro.user_args = o.user_args;
+TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
+                              const run_hooks& hooks) {
+  const auto& p = plan.program;
+  const options& o = plan.opt;
+  if (auto w = one_process_warning(plan.nodes, o); !w.empty()) out.print("launcher", stream::err, w);
+  // --tls applies: only --force-wire makes connections in this process.
   auto secret = tlaunch::detail::random_secret();
-  tlaunch::detail::runtime rt(p.describe(o.replicas), ro,
+  tlaunch::detail::runtime rt(plan.nodes, runtime_options_of(o, 2),
                               std::vector<std::uint8_t>(secret.begin(), secret.end()), "local");
   rt.log_line = [&out](const rpc::instance& i, std::string_view line) {
     out.print(i.id(), stream::out, line);

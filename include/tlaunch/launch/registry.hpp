@@ -11,6 +11,7 @@
 #include "entry_points.hpp"
 #include "flags.hpp"
 #include "launcher.hpp"
+#include "plan.hpp"
 #include "terminal/output.hpp"
 
 // Header-only: the launchers' bodies, which running them needs.
@@ -30,12 +31,13 @@ struct launcher_list {
     return launcher_table{{launcher_table::entry{L::name, L::summary, L::usage, &L::parse_flag}...}};
   }
 
-  // Runs p with the launcher o.launch names.
-  static int run(const tlaunch::detail::program_view& p, const options& o, output_printer& out) {
+  // Runs the plan with the launcher its options' --launch names.
+  static int run(const launch_plan& plan, output_printer& out) {
     int code = 0;
     bool found = false;
-    (void)((o.launch == L::name ? (found = true, code = L::run(p, o, out), true) : false) || ...);
-    if (!found) throw launch_error("--launch: no launcher is named '" + o.launch + "'");
+    const std::string& name = plan.opt.launch;
+    (void)((name == L::name ? (found = true, code = L::run(plan, out), true) : false) || ...);
+    if (!found) throw launch_error("--launch: no launcher is named '" + name + "'");
     return code;
   }
 };

@@ -5,6 +5,7 @@
 // definitions) parse the connection itself, with its socket, TLS and buffers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +24,20 @@ struct connection_config;
 // rpc/tls.hpp (--tls), included with the connection's definitions.
 class tls_context;
 class tls_channel;
+
+// What a launch tells every connection of every process (--max-frame,
+// --handshake-timeout, --max-unauthenticated, --heartbeat, --liveness, --tls): filled once
+// from the launch's options (launch/plan.hpp) and made into a process's connection_config
+// by make_connection_config (rpc/runtime.hpp), in a node process and in the launcher
+// alike. connection_config says what each field does.
+struct connection_settings {
+  std::uint32_t max_frame = wire::default_max_frame;
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::uint32_t max_unauthenticated = 256;
+  std::chrono::milliseconds heartbeat{0};
+  std::chrono::milliseconds liveness{1000};
+  bool tls = false;
+};
 
 // The owner of the connections (the runtime or the coordinator).
 class connection_sink {

@@ -58,28 +58,22 @@ struct node_info {
   restart_policy restart{};
 };
 
-struct runtime_options {
+// A process's runtime: its connections' settings (rpc/connection_api.hpp) and its own.
+struct runtime_options : rpc::connection_settings {
   unsigned threads = 2;
   bool force_wire = false;  // local calls go over TCP too (tests)
-  std::uint32_t max_frame = wire::default_max_frame;
   std::chrono::milliseconds grace{5000};
   // io threads poll this long before sleeping (0: they sleep at once); see run_io.
   std::chrono::microseconds busy_poll{0};
-  // Peers that have not authenticated: time for their hello exchange (0: none),
-  // and how many accepted connections may be in it at once.
-  std::chrono::milliseconds handshake_timeout{5000};
-  std::uint32_t max_unauthenticated = 256;
-  // Heartbeats on every connection once ready (0: off); see connection_config.
-  std::chrono::milliseconds heartbeat{0};
-  // TCP keepalive probes every interval and the TCP_INFO check of what the peer's host
-  // acknowledges, on every connection (0: no check, probes only after 10 s idle); no
-  // TCP_USER_TIMEOUT (heartbeats set one). See connection_config.
-  std::chrono::milliseconds liveness{1000};
-  // TLS on every connection (--tls; rpc/tls.hpp), keyed from the launch secret.
-  bool tls = false;
   std::vector<std::string> user_args;
 };
 
+// The connection_config of a process whose connections follow s, with its launch secret
+// and name; `peers` other processes may connect at once and never count against
+// s.max_unauthenticated's cap (the cap is at least peers + 64).
+TLAUNCH_DECL std::shared_ptr<connection_config> make_connection_config(
+    const connection_settings& s, std::vector<std::uint8_t> secret, std::string name,
+    std::size_t peers);
 
 class runtime final : public rpc::connection_sink {
  public:
@@ -299,6 +293,23 @@ struct runtime::listener {
   rpc::accept_loop loop;
 };
 
+TLAUNCH_DECL std::shared_ptr<connection_config> make_connection_config(
+    const connection_settings& s, std::vector<std::uint8_t> secret, std::string name,
+    std::size_t peers) {
+  auto cfg = std::make_shared<connection_config>();
+  cfg->secret = std::move(secret);
+  cfg->build_id = tlaunch::detail::self_build_id();
+  cfg->name = std::move(name);
+  cfg->max_frame = s.max_frame;
+  cfg->handshake_timeout = s.handshake_timeout;
+  cfg->heartbeat = s.heartbeat;
+  cfg->liveness = s.liveness;
+  if (s.tls) cfg->tls = std::make_shared<const tls_context>(cfg->secret);
+  cfg->max_unauthenticated = static_cast<std::uint32_t>(
+      std::max<std::size_t>(s.max_unauthenticated, peers + 64));
+  return cfg;
+}
+
 TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
                               std::vector<std::uint8_t> secret, std::string self_name)
     : io(static_cast<int>(io_thread_count(opt))),
@@ -318,19 +329,10 @@ TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
   conn_by_flat_.resize(total);
   restarting_.assign(total, false);
   parked_.resize(total);
-  auto cfg = std::make_shared<rpc::connection_config>();
-  cfg->secret = std::move(secret);
-  cfg->build_id = tlaunch::detail::self_build_id();
-  cfg->name = std::move(self_name);
-  cfg->max_frame = opt_.max_frame;
+  // Every other process may connect at once.
+  auto cfg = make_connection_config(opt_, std::move(secret), std::move(self_name), total);
   cfg->single_io_thread = opt_.threads <= 1;
   cfg->busy_poll_us = &busy_poll_us_;
-  cfg->handshake_timeout = opt_.handshake_timeout;
-  cfg->heartbeat = opt_.heartbeat;
-  cfg->liveness = opt_.liveness;
-  if (opt_.tls) cfg->tls = std::make_shared<const rpc::tls_context>(cfg->secret);
-  // Every other process may connect at once: they never count against the cap.
-  cfg->max_unauthenticated = std::max<std::uint32_t>(opt_.max_unauthenticated, total + 64);
   cfg_ = std::move(cfg);
 }
 

@@ -247,12 +247,11 @@ struct k8s_layout {
   std::vector<std::uint32_t> restart;  // completion index of <name>-restart -> process
   std::uint32_t restarts = 0;          // the restart Job's backoffLimit: the policies' sum
 };
+// nodes: the plan's (launch/plan.hpp), with --restart applied.
 inline k8s_layout k8s_layout_of(const std::vector<tlaunch::detail::node_info>& nodes,
-                                const std::vector<colocation_group>& groups, const options& o) {
-  auto with = nodes;
-  apply_restart_flags(with, o);
+                                const std::vector<colocation_group>& groups) {
   std::vector<std::uint32_t> max_of;  // flat id -> its node's max_restarts
-  for (const auto& n : with)
+  for (const auto& n : nodes)
     for (std::uint32_t r = 0; r < n.replicas; ++r) max_of.push_back(n.restart.max_restarts);
   auto processes = colocation_processes(groups, static_cast<std::uint32_t>(max_of.size()));
   k8s_layout l;
@@ -314,7 +313,7 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
                                                const options& o, const k8s_settings& k,
                                                std::string_view secret_hex) {
   using detail::yaml_quote;
-  const auto layout = k8s_layout_of(nodes, groups, o);
+  const auto layout = k8s_layout_of(nodes, groups);
   const auto pods = layout.main.size() + layout.restart.size();
   const std::string labels = fmt::format(
       "    app.kubernetes.io/name: {}\n    app.kubernetes.io/managed-by: tlaunch\n", k.name);
@@ -481,7 +480,7 @@ inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info
   if (index == nullptr)
     throw launch_error("--tlaunch-role=k8s outside an Indexed Job's pod (no JOB_COMPLETION_INDEX)");
   auto processes = colocation_processes(groups, detail::total_instances(nodes)).size();
-  auto layout = k8s_layout_of(nodes, groups, o);
+  auto layout = k8s_layout_of(nodes, groups);
   const auto& job = o.role == "k8s-restart" ? layout.restart : layout.main;
   // The completion index as the process it stands for (role_of_process_index's checks).
   std::string process = index;
@@ -536,7 +535,7 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& no
   const auto total = detail::total_instances(nodes);
   std::vector<std::string> pod_of(total);
   auto processes = colocation_processes(groups, total);
-  auto layout = k8s_layout_of(nodes, groups, o);
+  auto layout = k8s_layout_of(nodes, groups);
   for (std::size_t i = 0; i + 1 < layout.main.size(); ++i)
     for (std::uint32_t f : processes[layout.main[i]]) pod_of[f] = fmt::format("{}-{}", job, i);
   for (std::size_t i = 0; i < layout.restart.size(); ++i)
@@ -593,23 +592,21 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
 }
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
-TLAUNCH_DECL int run_k8s(const tlaunch::detail::program_view& p, const options& o,
-                         output_printer& out) {
-  auto nodes = p.describe(o.replicas);
+TLAUNCH_DECL int run_k8s(const launch_plan& plan, output_printer& out) {
   // One pod per node process: a colocation group's pod hosts all its members.
-  return write_k8s_manifests(nodes, colocation_groups(nodes, p.colocated(), o), o, out);
+  return write_k8s_manifests(plan.nodes, plan.groups, plan.opt, out);
 }
 #endif
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
 TLAUNCH_DECL int run_k8s_pod(const tlaunch::detail::program_view& p, const options& o) {
   try {
-    auto nodes = p.describe(o.replicas);
-    auto groups = colocation_groups(nodes, p.colocated(), o);
-    auto r = k8s_pod_role_of(nodes, groups, o);
+    // The pod resolves the program as its launcher did: the same flags.
+    auto plan = plan_launch(p, o);
+    auto r = k8s_pod_role_of(plan.nodes, plan.groups, o);
     if (r.coordinator) {
-      output_printer out(parse_color_mode(o.color), o.log_dir);
-      return run_k8s_coordinator(nodes, groups, o, r, out);
+      output_printer out(o.color, o.log_dir);
+      return run_k8s_coordinator(plan.nodes, plan.groups, o, r, out);
     }
     auto node = k8s_prepare_node(o, r);
     return node ? run_node_process(p, *node) : 3;

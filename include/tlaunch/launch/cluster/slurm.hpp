@@ -479,9 +479,11 @@ class private_temp_dir {
 }  // namespace detail
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
-TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options& o,
-                           output_printer& out) {
+TLAUNCH_DECL int run_slurm(const launch_plan& plan, output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
+  const options& o = plan.opt;
+  const auto& nodes = plan.nodes;  // with --restart
+  const auto& groups = plan.groups;
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0')
     throw launch_error(
@@ -494,7 +496,6 @@ TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options
         "processes itself",
         n));
 
-  auto nodes = p.describe(o.replicas);
   auto allocation = detail::slurm_allocation_nodes();
   std::vector<std::string> hosts = o.hosts.empty() && o.hostfile.empty()
                                        ? allocation
@@ -507,9 +508,7 @@ TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options
   if (auto w = largest_resources_warning(nodes, "slurm"); !w.empty())
     out.print("launcher", stream::err, w);
   // One srun task per node process: a group's task hosts all its members.
-  auto groups = colocation_groups(nodes, p.colocated(), o);
-  std::uint32_t instances = 0;
-  for (auto& n : nodes) instances += n.replicas;
+  const std::uint32_t instances = plan.instances();
   auto places = place_instances(nodes, o.place, hosts, colocation_leaders(groups, instances));
   if (places.empty()) throw launch_error("--launch=slurm: the program has no node instance");
   auto processes = colocation_processes(groups, instances);
@@ -534,9 +533,7 @@ TLAUNCH_DECL int run_slurm(const tlaunch::detail::program_view& p, const options
   // others without a limit (--wait=0: whatever WaitTime the cluster sets), and never kills
   // the step for a bad exit (--kill-on-bad-exit=0, also without policies: the launcher
   // stops the others itself).
-  auto with_flags = nodes;
-  apply_restart_flags(with_flags, o);
-  bool restarts = std::any_of(with_flags.begin(), with_flags.end(),
+  bool restarts = std::any_of(nodes.begin(), nodes.end(),
                               [](const auto& n) { return n.restart.max_restarts > 0; });
   coordinator coord(nodes, o, out);
   coord.colocate(groups);

@@ -47,6 +47,7 @@
 #include "../lifecycle.hpp"
 #include "../terminal/output.hpp"
 #include "../placement.hpp"
+#include "../plan.hpp"
 #include "../terminal/tmux.hpp"
 
 namespace tlaunch::launch {
@@ -60,6 +61,7 @@ using spawn_fn = std::function<child_ptr(const placement& p, std::uint16_t coord
 
 class coordinator final : public rpc::connection_sink {
  public:
+  // nodes: the plan's (launch/plan.hpp), restart policies as the options say.
   coordinator(std::vector<tlaunch::detail::node_info> nodes, const options& o,
               output_printer& out);
 
@@ -117,7 +119,8 @@ class coordinator final : public rpc::connection_sink {
     bool reported = false;  // sent node_failed: its exit code 1 was judged then
     bool killed = false;    // killed by us after the grace period
     bool held = false;      // options::hold_stop: its stop waits (tests only)
-    bool stop_sent = false;
+    bool stop_sent = false;     // the stop frame, on conn
+    bool stdin_closed = false;  // proc's stdin, the stop without a connection
     std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed; a restart's registration
     std::unique_ptr<asio::steady_timer> hold_timer;
     // An exit status waiting for the node's connections to close (see on_exit).

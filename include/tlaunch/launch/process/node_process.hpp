@@ -80,14 +80,16 @@ inline void send_control(rpc::connection& c, wire::kind k, const auto&... fields
 TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
                                   const options& given) {
   options o = given;
-  if (o.role == "slurm") {  // a task of --launch=slurm's step: the role is its rank
-    try {
-      auto nodes = p.describe(o.replicas);
+  // The program as this process's flags resolve it (--replicas; the launcher checked the
+  // rest before it started this process).
+  std::vector<tlaunch::detail::node_info> nodes;
+  try {
+    nodes = p.describe(o.replicas);
+    if (o.role == "slurm")  // a task of --launch=slurm's step: the role is its rank
       o.role = slurm_task_role(nodes, colocation_groups(nodes, p.colocated(), o));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tlaunch: %s\n", e.what());
-      return 2;
-    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tlaunch: %s\n", e.what());
+    return 2;
   }
   // name/index of each instance this process hosts
   std::vector<std::pair<std::string, std::uint32_t>> roles;
@@ -112,13 +114,6 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     return 2;
   }
 
-  std::vector<tlaunch::detail::node_info> nodes;
-  try {
-    nodes = p.describe(o.replicas);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tlaunch: %s\n", e.what());
-    return 2;
-  }
   std::vector<std::uint32_t> flats;  // in the role's order; the first one is the leader
   for (const auto& [name, index] : roles) {
     bool found = false;
@@ -140,18 +135,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   }
 
-  tlaunch::detail::runtime_options ro;
-  ro.threads = o.threads ? o.threads : 1;
-  ro.busy_poll = o.busy_poll;
-  ro.max_frame = o.max_frame;
-  ro.handshake_timeout = o.handshake_timeout;
-  ro.max_unauthenticated = o.max_unauthenticated;
-  ro.heartbeat = o.heartbeat;
-  ro.liveness = o.liveness;
-  ro.tls = o.tls;
-  ro.grace = o.grace;
-  ro.user_args = o.user_args;
-  tlaunch::detail::runtime rt(nodes, ro, *secret, o.role);
+  tlaunch::detail::runtime rt(nodes, runtime_options_of(o, 1), *secret, o.role);
 
   std::mutex out_mu;
   rt.log_line = [&](const rpc::instance&, std::string_view line) {

@@ -105,15 +105,14 @@ class late_callbacks : public std::enable_shared_from_this<late_callbacks> {
 }  // namespace ssh_launch_detail
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_SSH)
-TLAUNCH_DECL int run_ssh(const tlaunch::detail::program_view& p, const options& o,
-                         output_printer& out) {
+TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
   const auto began = std::chrono::steady_clock::now();
-  auto nodes = p.describe(o.replicas);
+  const options& o = plan.opt;
+  const auto& nodes = plan.nodes;
+  const auto& groups = plan.groups;
   warn_ignored_resources(nodes, "ssh", out);
   auto hosts = listed_hosts(o.hosts, o.hostfile, "ssh");
-  auto groups = colocation_groups(nodes, p.colocated(), o);
-  std::uint32_t instances = 0;
-  for (auto& n : nodes) instances += n.replicas;
+  const std::uint32_t instances = plan.instances();
   auto places = place_instances(nodes, o.place, hosts, colocation_leaders(groups, instances));
 
   // Per-node exec: sshd allows 10 sessions (channels) per connection by default, so 8

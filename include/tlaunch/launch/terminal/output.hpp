@@ -24,18 +24,12 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
+#include "../../launch_options.hpp"
 #include "../process/child.hpp"
 
 namespace tlaunch::launch {
 
-enum class color_mode { auto_, always, never };
-
-// The --color flag: "always", "never", anything else is auto.
-inline color_mode parse_color_mode(std::string_view s) {
-  if (s == "always") return color_mode::always;
-  if (s == "never") return color_mode::never;
-  return color_mode::auto_;
-}
+using color_mode = tlaunch::output_color;
 
 // Thread-safe: one mutex around each line, so lines of different nodes never
 // interleave. Colors are on when the target (stdout for a node's stdout lines,
@@ -44,12 +38,12 @@ class output_printer {
  public:
   // log_dir: when not empty, every node's lines are also copied to a file there
   // (created on demand, with the directory). keep_lines: lines kept per node for last_lines().
-  explicit output_printer(color_mode c = color_mode::auto_, std::string log_dir = {},
+  explicit output_printer(color_mode c = color_mode::automatic, std::string log_dir = {},
                           std::FILE* out = stdout, std::FILE* err = stderr,
                           std::size_t keep_lines = 20)
       : out_(out), err_(err), log_dir_(std::move(log_dir)), keep_(keep_lines) {
-    color_out_ = c == color_mode::always || (c == color_mode::auto_ && ::isatty(::fileno(out)));
-    color_err_ = c == color_mode::always || (c == color_mode::auto_ && ::isatty(::fileno(err)));
+    color_out_ = c == color_mode::always || (c == color_mode::automatic && ::isatty(::fileno(out)));
+    color_err_ = c == color_mode::always || (c == color_mode::automatic && ::isatty(::fileno(err)));
   }
 
   // Prints "[who] line" to stdout or stderr; who is "worker/3" or "worker/3@host".

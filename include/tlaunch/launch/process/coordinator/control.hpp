@@ -19,22 +19,10 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::detail::node_info> no
   if (o.handle_signals) signals_.emplace(io_, SIGINT, SIGTERM);
   auto s = tlaunch::detail::random_secret();
   secret_.assign(s.begin(), s.end());
-  auto cfg = std::make_shared<rpc::connection_config>();
-  cfg->secret = secret_;
-  cfg->build_id = tlaunch::detail::self_build_id();
-  cfg->name = "launcher";
-  cfg->max_frame = o.max_frame;
-  cfg->handshake_timeout = o.handshake_timeout;
-  cfg->heartbeat = o.heartbeat;
-  cfg->liveness = o.liveness;
-  if (o.tls) cfg->tls = std::make_shared<const rpc::tls_context>(cfg->secret);
   // Every node connects at start: they never count against the cap.
   std::size_t instances = 0;
   for (auto& n : nodes_) instances += n.replicas;
-  cfg->max_unauthenticated =
-      static_cast<std::uint32_t>(std::max<std::size_t>(o.max_unauthenticated, instances + 64));
-  cfg_ = cfg;
-  apply_restart_flags(nodes_, o);
+  cfg_ = rpc::make_connection_config(connection_settings_of(o), secret_, "launcher", instances);
   for (auto& n : nodes_)
     for (std::uint32_t r = 0; r < n.replicas; ++r) {
       slots_.push_back({});
@@ -52,9 +40,10 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::detail::node_info> no
 
 TLAUNCH_DECL void coordinator::use_secret(std::vector<std::uint8_t> secret) {
   secret_ = std::move(secret);
-  auto cfg = std::make_shared<rpc::connection_config>(*cfg_);
-  cfg->secret = secret_;
-  cfg_ = cfg;
+  // Made again, TLS's keys too: they come from the secret.
+  std::size_t instances = 0;
+  for (auto& n : nodes_) instances += n.replicas;
+  cfg_ = rpc::make_connection_config(connection_settings_of(opt_), secret_, "launcher", instances);
 }
 
 TLAUNCH_DECL std::uint16_t coordinator::listen(const std::string& bind_ip, std::uint16_t port) {

@@ -163,10 +163,10 @@ TLAUNCH_DECL void coordinator::restart(slot& s) {
   for (std::uint32_t m : s.members) {
     slot& x = slots_[m];
     if (m != s.leader) ++x.gen;  // a member's old connection timers are stale
-    x.exited = x.replacing = x.killed = x.reported = x.stop_sent = false;
+    x.exited = x.replacing = x.killed = x.reported = x.stop_sent = x.stdin_closed = false;
   }
   ++s.gen;
-  s.exited = s.replacing = s.killed = s.reported = s.stop_sent = false;
+  s.exited = s.replacing = s.killed = s.reported = s.stop_sent = s.stdin_closed = false;
   s.replace_reason.clear();
   if (terminal_) terminal_->line(s.where, "--- restarted ---");
   try {

@@ -38,16 +38,20 @@ TLAUNCH_DECL void coordinator::send_stop(slot& s) {
     }
     return;
   }
-  if (s.stop_sent) return;
-  s.stop_sent = true;
-  if (s.conn) {
+  // Each once: the stop frame once the instance has a connection (one that registers
+  // after the stop began gets it then), its process's stdin at once.
+  if (s.conn && !s.stop_sent) {
+    s.stop_sent = true;
     // 1: the program stops, 0: only this process does (it is to be restarted).
     wire::frame_buffer f;
     wire::serialize_into(f, static_cast<std::uint8_t>(life_.stopping() ? 1 : 0));
     f.seal({.type = wire::kind::stop});
     s.conn->send(std::move(f));
   }
-  if (s.proc && !s.exited) s.proc->close_stdin();
+  if (s.proc && !s.exited && !s.stdin_closed) {
+    s.stdin_closed = true;
+    s.proc->close_stdin();
+  }
 }
 
 TLAUNCH_DECL void coordinator::release_held(slot& s) {

@@ -4,7 +4,9 @@
 #   tools/check_layers.sh [--graph] [INCLUDE_DIR]
 #
 # Layers, bottom up (docs/ARCHITECTURE.md): detail (leaf helpers: includes no other
-# tlaunch folder) < wire < rpc < public (include/tlaunch/*.hpp) < store < launch < umbrella
+# tlaunch folder) < wire < vocabulary (the public types every layer above uses: error.hpp,
+# service.hpp, batched.hpp, call_options.hpp, node_options.hpp, launch_options.hpp) < rpc
+# < public (the other include/tlaunch/*.hpp) < store < launch < umbrella
 # (main.hpp, start.hpp, tlaunch.hpp, testing.hpp, impl/). A header may include its own layer and those
 # below. Reads `#include "..."` (relative to the header, then to INCLUDE_DIR) and
 # `#include <tlaunch/...>` lines. --graph also prints the include edges by layer with
@@ -18,7 +20,7 @@ for arg in "$@"; do
   case "$arg" in
     --graph) graph=1 ;;
     -h | --help)
-      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     -*)
@@ -41,7 +43,7 @@ if [[ ! -d "$root/tlaunch" ]]; then
 fi
 root=$(cd "$root" && pwd)
 
-layer_names=(detail wire rpc public store launch umbrella)
+layer_names=(detail wire vocabulary rpc public store launch umbrella)
 
 # Sets `layer` to the layer index of a path relative to $root (tlaunch/...), or -1.
 # Functions here set variables rather than print: no subshell per include.
@@ -49,12 +51,13 @@ layer_of() {
   case "${1#tlaunch/}" in
     detail/*) layer=0 ;;
     wire/*) layer=1 ;;
-    rpc/*) layer=2 ;;
-    store/*) layer=4 ;;
-    launch/*) layer=5 ;;
-    main.hpp | start.hpp | tlaunch.hpp | testing.hpp | impl/*) layer=6 ;;
+    error.hpp | service.hpp | batched.hpp | call_options.hpp | node_options.hpp | launch_options.hpp) layer=2 ;;
+    rpc/*) layer=3 ;;
+    store/*) layer=5 ;;
+    launch/*) layer=6 ;;
+    main.hpp | start.hpp | tlaunch.hpp | testing.hpp | impl/*) layer=7 ;;
     */*) layer=-1 ;;  # a folder that has no layer yet
-    *) layer=3 ;;
+    *) layer=4 ;;
   esac
 }
 

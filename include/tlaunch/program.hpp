@@ -27,12 +27,11 @@
 #include "detail/type_name.hpp"
 #include "error.hpp"
 #include "handle.hpp"
+#include "node_options.hpp"
 #include "rpc/dispatch.hpp"
 #include "rpc/runtime.hpp"
 
 namespace tlaunch {
-
-using rpc::restart_policy;
 
 // A reference to another node of the program by name.
 template <detail::fixed_string Name>
@@ -41,9 +40,6 @@ struct ref_t {
 };
 template <detail::fixed_string Name>
 inline constexpr ref_t<Name> ref{};
-
-// node<...>().resources({.cpus = 2, .gpus = 1, .memory_mb = 4096}); 0: no hint.
-using node_resources = detail::node_resources;
 
 template <detail::fixed_string Name, class T, class... Args>
 struct node_spec {

@@ -1,4 +1,4 @@
-// Batched methods (tlaunch/batched.hpp, rpc/batcher.hpp), called the way a user
+// Batched methods (tlaunch/batched.hpp, rpc/batched_methods.hpp), called the way a user
 // calls them, on the direct path (local_mt) and over the wire (force_wire).
 // Methods whose max_wait is an hour run only full batches: were a batch to wait
 // for its timer, the test would hang and fail by its ctest timeout, so the batch

@@ -63,6 +63,18 @@ printf '#include "main.hpp"\n' >>"$tmp/public_up/tlaunch/handle.hpp"
 run "$tmp/public_up"
 check "a public header including main.hpp fails (got $code)" test "$code" -eq 1
 
+# The vocabulary (error.hpp, service.hpp, ...) sits below rpc: rpc includes it, never the
+# other way round.
+cp -r "$tmp/good" "$tmp/vocabulary"
+printf '#include "../error.hpp"\n' >>"$tmp/vocabulary/tlaunch/rpc/call_table.hpp"
+printf '#pragma once\n' >"$tmp/vocabulary/tlaunch/error.hpp"
+run "$tmp/vocabulary"
+check "rpc including error.hpp passes (got $code: $out)" test "$code" -eq 0
+printf '#include "rpc/call_table.hpp"\n' >>"$tmp/vocabulary/tlaunch/error.hpp"
+run "$tmp/vocabulary"
+check "error.hpp including rpc fails (got $code)" test "$code" -eq 1
+check "it is named: $out" grep -qF "vocabulary may not include rpc" <<<"$out"
+
 cp -r "$tmp/good" "$tmp/folder"
 fake folder 'cluster/slurm.hpp=#pragma once'
 run "$tmp/folder"

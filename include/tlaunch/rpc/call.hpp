@@ -26,22 +26,16 @@
 
 #include "../detail/small_pool.hpp"
 #include "../wire/codec.hpp"
-#include "batch.hpp"
+#include "read_batch.hpp"
 #include "call_paths.hpp"
 #include "dispatch.hpp"
-#include "errors.hpp"
-#include "method.hpp"
+#include "../call_options.hpp"
+#include "../error.hpp"
+#include "../service.hpp"
 #include "method_ops.hpp"
 #include "runtime.hpp"
 
 namespace tlaunch {
-
-// Per-call options.
-struct call_options {
-  // 0: no deadline. Over the wire, the call fails with tlaunch::timeout when no
-  // reply came in time (the remote method may still run to completion).
-  std::chrono::milliseconds timeout{0};
-};
 
 namespace rpc {
 

@@ -22,10 +22,10 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "batch.hpp"
+#include "read_batch.hpp"
 #include "call_table.hpp"
 #include "connection_api.hpp"
-#include "errors.hpp"
+#include "../error.hpp"
 #include "instance.hpp"
 #include "runtime.hpp"
 

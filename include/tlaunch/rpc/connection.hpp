@@ -51,7 +51,7 @@
 #include "../detail/log_limiter.hpp"
 #include "../wire/codec.hpp"
 #include "../wire/frame.hpp"
-#include "batch.hpp"
+#include "read_batch.hpp"
 #include "call_table.hpp"
 #include "connection_api.hpp"
 #include "frame_reader.hpp"

@@ -16,11 +16,11 @@
 #include <asio/use_awaitable.hpp>
 
 #include "../wire/codec.hpp"
-#include "batch.hpp"
-#include "batcher.hpp"
+#include "read_batch.hpp"
+#include "batched_methods.hpp"
 #include "call_paths.hpp"
 #include "instance.hpp"
-#include "method.hpp"
+#include "../service.hpp"
 #include "method_ops.hpp"
 
 namespace tlaunch::rpc {

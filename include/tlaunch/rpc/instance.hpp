@@ -36,7 +36,7 @@ struct dispatch_entry {
   const void* ops;        // the method's rpc::method_ops, as serve reads them
 };
 
-// The calls waiting for one batched method of an instance (rpc/batcher.hpp).
+// The calls waiting for one batched method of an instance (rpc/batched_methods.hpp).
 struct batch_queue_base {
   virtual ~batch_queue_base() = default;
 };

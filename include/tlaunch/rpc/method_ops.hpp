@@ -17,10 +17,10 @@
 
 #include <asio/awaitable.hpp>
 
-#include "batcher.hpp"
+#include "batched_methods.hpp"
 #include "call_paths.hpp"  // method_kind
 #include "instance.hpp"
-#include "method.hpp"
+#include "../service.hpp"
 
 namespace tlaunch::rpc {
 

@@ -20,30 +20,12 @@
 #include <vector>
 
 #include "../detail/config.hpp"
+#include "../node_options.hpp"
 #include "connection_api.hpp"
 #include "instance.hpp"
 #include "io_thread.hpp"
 
 namespace tlaunch::rpc {
-
-// How a launcher of node processes restarts a failed instance of a node (each replica
-// counts its own restarts); launch/process/coordinator.hpp applies it, local_mt ignores it.
-struct restart_policy {
-  std::uint32_t max_restarts = 0;           // 0: never; a failure stops the program
-  std::chrono::milliseconds window{60000};  // restarts counted over this long (0: ever)
-  // Wait before a restart; doubles with each earlier restart still in the window
-  // (at most 10 s, or backoff itself when longer).
-  std::chrono::milliseconds backoff{100};
-};
-
-// Resource hints of a node (node<...>().resources(...)); 0: no hint.
-struct node_resources {
-  std::uint32_t cpus = 0;
-  std::uint32_t gpus = 0;
-  std::uint64_t memory_mb = 0;
-  bool any() const noexcept { return cpus != 0 || gpus != 0 || memory_mb != 0; }
-  bool operator==(const node_resources&) const = default;
-};
 
 // A node of the program as the runtime sees it.
 struct node_info {
@@ -690,7 +672,7 @@ TLAUNCH_DECL void runtime::stop_instances() {
 // The names the launch layer and handle.hpp use.
 namespace tlaunch::detail {
 using rpc::node_info;
-using rpc::node_resources;
+using tlaunch::node_resources;
 using rpc::runtime;
 using rpc::runtime_options;
 }  // namespace tlaunch::detail

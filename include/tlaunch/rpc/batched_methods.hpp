@@ -26,7 +26,7 @@
 #include "../wire/frame.hpp"
 #include "call_paths.hpp"
 #include "instance.hpp"
-#include "method.hpp"
+#include "../service.hpp"
 
 namespace tlaunch::rpc {
 

@@ -16,7 +16,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <tlaunch/rpc/batch.hpp>
+#include <tlaunch/rpc/read_batch.hpp>
 
 using tlaunch::rpc::batch_collector;
 using tlaunch::rpc::deferred_writes;

@@ -43,7 +43,7 @@ namespace detail {
 // The library's way to bind a handle; handle's constructor is private.
 struct handle_access {
   template <class S>
-  static handle<S> make(runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr) {
+  static handle<S> make(rpc::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr) {
     return handle<S>(rt, flat, direct);
   }
 };
@@ -193,7 +193,7 @@ auto call_args(A&&... args) {
 // is idle, and the caller goes on at once: no trip through the io_context,
 // whose every turn with work queued also polls the reactor (a syscall).
 template <class R, class Args>
-asio::awaitable<R> call_colocated(runtime* rt, std::uint32_t flat, rpc::instance* inst,
+asio::awaitable<R> call_colocated(rpc::runtime* rt, std::uint32_t flat, rpc::instance* inst,
                                   const rpc::method_ops<R, Args, rpc::method_kind::plain>& m,
                                   Args args) {
   if (!rt->on_only_io_thread())
@@ -218,7 +218,7 @@ asio::awaitable<R> call_colocated(runtime* rt, std::uint32_t flat, rpc::instance
 
 // handle::call's body, per result and argument types.
 template <class R, class Args, rpc::method_kind K>
-asio::awaitable<R> call_method(runtime* rt, std::uint32_t flat, rpc::instance* direct,
+asio::awaitable<R> call_method(rpc::runtime* rt, std::uint32_t flat, rpc::instance* direct,
                                call_options opt, const rpc::method_ops<R, Args, K>& m,
                                Args&& args) {
   if constexpr (K == rpc::method_kind::plain) {
@@ -231,7 +231,7 @@ asio::awaitable<R> call_method(runtime* rt, std::uint32_t flat, rpc::instance* d
 
 // handle::async's body, per result and argument types.
 template <class R, class Args, rpc::method_kind K>
-future<R> start_future(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
+future<R> start_future(rpc::runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
                        const rpc::method_ops<R, Args, K>& m, Args&& args);
 
 template <class R>
@@ -239,7 +239,7 @@ using broadcast_result = std::conditional_t<std::is_void_v<R>, void, std::vector
 
 // Where a handle's calls go.
 struct call_endpoint {
-  runtime* rt;
+  rpc::runtime* rt;
   std::uint32_t flat;
   rpc::instance* direct;
 };
@@ -284,7 +284,7 @@ asio::awaitable<broadcast_result<R>> broadcast_call(std::vector<call_endpoint> t
 
 // handle::async's body, per result and argument types.
 template <class R, class Args, rpc::method_kind K>
-future<R> start_future(runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
+future<R> start_future(rpc::runtime* rt, std::uint32_t flat, rpc::instance* direct, call_options opt,
                        const rpc::method_ops<R, Args, K>& m, Args&& args) {
   auto s = std::allocate_shared<future_state<R>>(pool_allocator<future_state<R>>{});
   rpc::start_future_call(*rt, flat, direct, opt.timeout, m, std::move(args), s);
@@ -366,10 +366,10 @@ class handle {
   friend class handles;
   friend struct detail::handle_access;
   friend class context;  // context::spawn
-  handle(detail::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr)
+  handle(rpc::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr)
       : rt_(rt), flat_(flat), direct_(direct) {}
 
-  detail::runtime* rt_ = nullptr;
+  rpc::runtime* rt_ = nullptr;
   std::uint32_t flat_ = 0;
   rpc::instance* direct_ = nullptr;
 };

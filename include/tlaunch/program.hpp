@@ -309,7 +309,7 @@ concept has_run = requires(T& t, context& c) {
 // type the constructor takes, and checks that it is the target's type.
 template <fixed_string Owner, fixed_string Target, class TargetType>
 struct ref_arg {
-  runtime* rt;
+  rpc::runtime* rt;
   std::uint32_t first, count;
 
   template <class U>
@@ -354,13 +354,13 @@ struct unresolved_ref {
 };
 
 template <class Spec, class Program, class A>
-decltype(auto) map_arg(runtime& rt, const A& a) {
+decltype(auto) map_arg(rpc::runtime& rt, const A& a) {
   if constexpr (is_ref<A>::value) {
     return [&]<class... Nodes>(program_t<Nodes...>*) {
       constexpr std::size_t idx = node_index<A::name, Nodes...>::value;
       if constexpr (idx < sizeof...(Nodes)) {
         using target = std::tuple_element_t<idx, std::tuple<Nodes...>>;
-        const node_info& n = rt.nodes()[idx];
+        const rpc::node_info& n = rt.nodes()[idx];
         return ref_arg<Spec::name, A::name, typename target::type>{&rt, n.first, n.replicas};
       } else {
         // No such node: program() has already said so. This converts to whatever the
@@ -388,7 +388,7 @@ asio::awaitable<void> run_body(std::shared_ptr<void> obj, context* ctx) {
 
 // Constructs replica `replica` of node Spec in this process.
 template <class Spec, class Program>
-void host_node(runtime& rt, const Spec& spec, std::uint32_t flat) {
+void host_node(rpc::runtime& rt, const Spec& spec, std::uint32_t flat) {
   using T = typename Spec::type;
   if constexpr (!service_ok<T>) {
     // Only the report is instantiated, not the dispatch table that would serialize.
@@ -534,12 +534,12 @@ namespace detail {
 
 // The runtime's view of a program, with --replicas overrides applied.
 template <class... Nodes>
-std::vector<node_info> describe(const program_t<Nodes...>& p,
+std::vector<rpc::node_info> describe(const program_t<Nodes...>& p,
                                 const std::map<std::string, std::uint32_t>& overrides) {
-  std::vector<node_info> out;
+  std::vector<rpc::node_info> out;
   std::apply(
       [&](const auto&... spec) {
-        (out.push_back(node_info{
+        (out.push_back(rpc::node_info{
              .name = std::remove_cvref_t<decltype(spec)>::name.view(),
              .type_name = type_name<typename std::remove_cvref_t<decltype(spec)>::type>(),
              .replicas = spec.replica_count,
@@ -573,14 +573,14 @@ std::vector<node_info> describe(const program_t<Nodes...>& p,
 
 // Constructs every instance for which want(flat) is true, in program order.
 template <class Want, class... Nodes>
-void host_program(runtime& rt, const program_t<Nodes...>& p, Want&& want) {
+void host_program(rpc::runtime& rt, const program_t<Nodes...>& p, Want&& want) {
   using P = program_t<Nodes...>;
   std::size_t idx = 0;
   std::apply(
       [&](const auto&... spec) {
         (
             [&] {
-              const node_info& n = rt.nodes()[idx++];
+              const rpc::node_info& n = rt.nodes()[idx++];
               for (std::uint32_t r = 0; r < n.replicas; ++r)
                 if (want(n.first + r))
                   host_node<std::remove_cvref_t<decltype(spec)>, P>(rt, spec, n.first + r);

@@ -32,27 +32,27 @@ class program_view {
   }
 
   // The nodes, with --replicas overrides applied (describe() in program.hpp).
-  std::vector<node_info> describe(const replica_overrides& overrides) const {
+  std::vector<rpc::node_info> describe(const replica_overrides& overrides) const {
     return describe_(program_, overrides);
   }
   // Constructs on rt every instance whose flat id `want` accepts, in program order.
-  void host(runtime& rt, const instance_filter& want) const { host_(program_, rt, want); }
+  void host(rpc::runtime& rt, const instance_filter& want) const { host_(program_, rt, want); }
   // The colocation groups the program declares (program_t::colocate), as written.
   const std::vector<std::vector<std::string>>& colocated() const { return colocated_; }
 
  private:
   template <class... Nodes>
-  static std::vector<node_info> describe_as(const void* p, const replica_overrides& overrides) {
+  static std::vector<rpc::node_info> describe_as(const void* p, const replica_overrides& overrides) {
     return tlaunch::detail::describe(*static_cast<const program_t<Nodes...>*>(p), overrides);
   }
   template <class... Nodes>
-  static void host_as(const void* p, runtime& rt, const instance_filter& want) {
+  static void host_as(const void* p, rpc::runtime& rt, const instance_filter& want) {
     host_program(rt, *static_cast<const program_t<Nodes...>*>(p), want);
   }
 
   const void* program_;
-  std::vector<node_info> (*describe_)(const void*, const replica_overrides&);
-  void (*host_)(const void*, runtime&, const instance_filter&);
+  std::vector<rpc::node_info> (*describe_)(const void*, const replica_overrides&);
+  void (*host_)(const void*, rpc::runtime&, const instance_filter&);
   std::vector<std::vector<std::string>> colocated_;
 };
 

@@ -32,7 +32,7 @@ class test_launch {
       int code = 1;
       try {
         launch::run_hooks hooks;
-        hooks.started = [this](tlaunch::detail::runtime& rt) {
+        hooks.started = [this](tlaunch::rpc::runtime& rt) {
           std::lock_guard lk(mu_);
           rt_ = &rt;
           cv_.notify_all();
@@ -103,7 +103,7 @@ class test_launch {
   launch::output_printer out_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  tlaunch::detail::runtime* rt_ = nullptr;
+  tlaunch::rpc::runtime* rt_ = nullptr;
   std::function<void()> stop_;
   bool finished_ = false;
   int exit_code_ = 0;

@@ -114,7 +114,7 @@ std::pair<pid_t, std::string> fork_reporting(const std::string& log_path, bool s
 class node_process {
  public:
   // nofile: its RLIMIT_NOFILE; more_address_space: its RLIMIT_AS is that much above its size.
-  node_process(tlaunch::detail::runtime_options ro, rlim_t nofile = 0,
+  node_process(tlaunch::rpc::runtime_options ro, rlim_t nofile = 0,
                rlim_t more_address_space = 0) {
     err_path_ = (std::filesystem::temp_directory_path() /
                  ("tlaunch-fault-" + std::to_string(::getpid()) + "-" + std::to_string(++serial_)))
@@ -129,7 +129,7 @@ class node_process {
         rlimit r{v, v};
         ::setrlimit(RLIMIT_AS, &r);
       }
-      tlaunch::detail::runtime rt(tlaunch::detail::describe(echo_program, {}), ro, launch_secret, "echo/0");
+      tlaunch::rpc::runtime rt(tlaunch::detail::describe(echo_program, {}), ro, launch_secret, "echo/0");
       std::string addr = rt.listen("127.0.0.1");
       rt.set_directory({addr});
       tlaunch::detail::host_program(rt, echo_program, [](std::uint32_t) { return true; });
@@ -167,7 +167,7 @@ class node_process {
 // A peer that holds the launch secret: a runtime of its own, with its own connection.
 class real_peer {
  public:
-  explicit real_peer(const std::string& address, tlaunch::detail::runtime_options ro = {})
+  explicit real_peer(const std::string& address, tlaunch::rpc::runtime_options ro = {})
       : rt_(tlaunch::detail::describe(echo_program, {}), ro, launch_secret, "caller") {
     rt_.set_directory({address});
     rt_.start_threads();
@@ -181,7 +181,7 @@ class real_peer {
   }
 
  private:
-  tlaunch::detail::runtime rt_;
+  tlaunch::rpc::runtime rt_;
 };
 
 // The answer to x from a real peer that connects now (a new connection to the node).

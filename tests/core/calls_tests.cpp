@@ -482,7 +482,7 @@ TEST_SUITE("calls") {
   TEST_CASE("an error reply is reported by its code: a deadline the callee saw is a timeout") {
     // The callee runs the caller's deadline too; when its timer fires first, its
     // reply must read as tlaunch::timeout, as if the caller's own timer had fired.
-    tlaunch::detail::runtime* none = nullptr;
+    tlaunch::rpc::runtime* none = nullptr;
     const tlaunch::rpc::call_target target{none, 0, "Account::sleep_ms"};
     auto outcome = [&](tlaunch::wire::error_code code) {
       tlaunch::wire::frame_buffer f;
@@ -502,7 +502,7 @@ TEST_SUITE("calls") {
   }
 
   TEST_CASE("a reply whose bool is neither 0 nor 1 is malformed, like any reply that does not load") {
-    tlaunch::detail::runtime* none = nullptr;
+    tlaunch::rpc::runtime* none = nullptr;
     const tlaunch::rpc::call_target target{none, 0, "Account::flag"};
     const tlaunch::wire::frame_header h{.type = tlaunch::wire::kind::reply, .call_id = 7};
     const char one = 1, two = 2;

@@ -52,7 +52,7 @@ TEST_SUITE("accept_loop") {
   }
 
   TEST_CASE("slow and garbage peers are closed, cost little memory, and calls go on") {
-    tlaunch::detail::runtime_options ro;
+    tlaunch::rpc::runtime_options ro;
     ro.threads = 1;
     ro.handshake_timeout = 1s;
     ro.max_unauthenticated = 100;

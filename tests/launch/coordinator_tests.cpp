@@ -270,7 +270,7 @@ inline std::string node_address(std::uint32_t flat, int start = 0) {
 // A coordinator over a program of `nodes`, listening on loopback, its run() on a thread.
 class harness {
  public:
-  explicit harness(std::vector<tlaunch::detail::node_info> nodes) : nodes_(std::move(nodes)) {
+  explicit harness(std::vector<tlaunch::rpc::node_info> nodes) : nodes_(std::move(nodes)) {
     opt.handle_signals = false;  // the test process's signals stay its own
     opt.start_timeout = 20s;     // never the reason a test ends
     opt.grace = 5s;
@@ -347,7 +347,7 @@ class harness {
   std::uint16_t port = 0;
 
  private:
-  std::vector<tlaunch::detail::node_info> nodes_;
+  std::vector<tlaunch::rpc::node_info> nodes_;
   std::vector<launch::placement> places_;
   launch::spawn_fn fn_;
   std::thread thread_;
@@ -356,9 +356,9 @@ class harness {
   std::optional<int> rc_;
 };
 
-tlaunch::detail::node_info workers(std::uint32_t replicas, std::uint32_t max_restarts = 0,
+tlaunch::rpc::node_info workers(std::uint32_t replicas, std::uint32_t max_restarts = 0,
                                    std::string_view name = "worker") {
-  tlaunch::detail::node_info n;
+  tlaunch::rpc::node_info n;
   n.name = name;
   n.type_name = "Worker";
   n.replicas = replicas;

@@ -52,7 +52,7 @@ std::vector<char> twice_calls(std::size_t n) {
 
 TEST_SUITE("connection") {
   TEST_CASE("with heartbeats, a call in flight to a peer that stops answering fails as unavailable") {
-    tlaunch::detail::runtime_options ro;
+    tlaunch::rpc::runtime_options ro;
     ro.heartbeat = 200ms;
     node_process node(ro);
     real_peer peer(node.address(), ro);
@@ -88,7 +88,7 @@ TEST_SUITE("connection") {
 
 TEST_SUITE("tls") {
   TEST_CASE("--tls: peers with TLS talk; a peer without it is refused, both sides naming --tls") {
-    tlaunch::detail::runtime_options with_tls;
+    tlaunch::rpc::runtime_options with_tls;
     with_tls.tls = true;
     {
       node_process node(with_tls);
@@ -122,7 +122,7 @@ TEST_SUITE("tls") {
 // Peers that hold the launch secret but misbehave (a node with a bug, or compromised).
 TEST_SUITE("connection") {
   TEST_CASE("a peer with the secret that never reads its replies is closed at the unsent limit") {
-    tlaunch::detail::runtime_options ro;
+    tlaunch::rpc::runtime_options ro;
     ro.threads = 1;
     ro.max_frame = 65536;  // the unsent limit is then its floor, 64 MiB
     node_process node(ro);
@@ -150,7 +150,7 @@ TEST_SUITE("connection") {
   }
 
   TEST_CASE("frames a node never expects are ignored, logged once, and the connection serves on") {
-    tlaunch::detail::runtime_options ro;
+    tlaunch::rpc::runtime_options ro;
     ro.threads = 1;
     node_process node(ro);
     auto odd = raw_peer(node.port());
@@ -198,7 +198,7 @@ TEST_SUITE("connection") {
 
   TEST_CASE("a frame that memory cannot hold closes that connection, not the process") {
     if (!TLAUNCH_TEST_MEMORY_BOUND) return;  // sanitizers map terabytes: no RLIMIT_AS for them
-    tlaunch::detail::runtime_options ro;
+    tlaunch::rpc::runtime_options ro;
     ro.threads = 1;
     // Room for its io thread and two 200 MiB frames' buffers, not for four.
     node_process node(ro, 0, rlim_t{600} << 20);

@@ -135,7 +135,7 @@ TEST_SUITE("slurm") {
   }
 
   TEST_CASE("a task's role is the instance its SLURM_PROCID numbers, in program order") {
-    std::vector<tlaunch::detail::node_info> nodes(2);
+    std::vector<tlaunch::rpc::node_info> nodes(2);
     nodes[0].name = "counter";
     nodes[0].replicas = 1;
     nodes[1].name = "producer";

@@ -90,7 +90,7 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
           else
             publish({});
         };
-        hooks.started = [&](tlaunch::detail::runtime&) { publish(not_yet); };
+        hooks.started = [&](tlaunch::rpc::runtime&) { publish(not_yet); };
         code = launch::run_local_mt(plan, out, hooks);
       }
     } catch (const launch_error& e) {

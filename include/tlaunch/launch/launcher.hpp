@@ -44,7 +44,7 @@ concept launcher = requires(options& o, const std::string& flag, const flag_read
 // local_mp besides running the program; tlaunch::main and test_launch leave most empty.
 struct run_hooks {
   // local_mt: called once every node is constructed and running (test_launch's handles).
-  std::function<void(tlaunch::detail::runtime&)> started;
+  std::function<void(tlaunch::rpc::runtime&)> started;
   // Receives a function that begins the program's stop (from any thread), and an empty
   // function once that one must no longer be called.
   std::function<void(std::function<void()>)> publish_stop;

@@ -30,7 +30,7 @@ TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
   if (auto w = one_process_warning(plan.nodes, o); !w.empty()) out.print("launcher", stream::err, w);
   // --tls applies: only --force-wire makes connections in this process.
   auto secret = tlaunch::detail::random_secret();
-  tlaunch::detail::runtime rt(plan.nodes, runtime_options_of(o, 2),
+  tlaunch::rpc::runtime rt(plan.nodes, runtime_options_of(o, 2),
                               std::vector<std::uint8_t>(secret.begin(), secret.end()), "local");
   rt.log_line = [&out](const rpc::instance& i, std::string_view line) {
     out.print(i.id(), stream::out, line);

@@ -43,7 +43,7 @@ inline std::string node_env_value(std::string_view value, std::uint32_t index) {
 }
 
 // A launch_error when --env names a node the program does not have.
-inline void check_env_nodes(const std::vector<tlaunch::detail::node_info>& nodes,
+inline void check_env_nodes(const std::vector<tlaunch::rpc::node_info>& nodes,
                             const options& o) {
   for (const auto& [name, vars] : o.env) {
     bool known = false;
@@ -62,7 +62,7 @@ inline void check_env_nodes(const std::vector<tlaunch::detail::node_info>& nodes
 // Node n's variables, unexpanded: the program's .env() in order, then --env's; a KEY
 // given by both keeps its place and takes the flag's value.
 inline std::vector<std::pair<std::string, std::string>> node_env_vars(
-    const tlaunch::detail::node_info& n, const options& o) {
+    const tlaunch::rpc::node_info& n, const options& o) {
   std::vector<std::pair<std::string, std::string>> vars;
   auto set = [&](std::string_view key, std::string_view value) {
     for (auto& v : vars)
@@ -79,7 +79,7 @@ inline std::vector<std::pair<std::string, std::string>> node_env_vars(
 }
 
 // Sets node n's variables for replica `index` in this process.
-inline void apply_node_env(const tlaunch::detail::node_info& n, const options& o,
+inline void apply_node_env(const tlaunch::rpc::node_info& n, const options& o,
                            std::uint32_t index) {
   for (const auto& [key, value] : node_env_vars(n, o))
     ::setenv(key.c_str(), node_env_value(value, index).c_str(), 1);
@@ -87,9 +87,9 @@ inline void apply_node_env(const tlaunch::detail::node_info& n, const options& o
 
 // The hint every instance gets when one template serves them all (an srun step, a pod
 // template): the largest of each. `differ` is set when the nodes' hints are not all alike.
-inline tlaunch::detail::node_resources largest_resources(
-    const std::vector<tlaunch::detail::node_info>& nodes, bool* differ = nullptr) {
-  tlaunch::detail::node_resources r;
+inline tlaunch::node_resources largest_resources(
+    const std::vector<tlaunch::rpc::node_info>& nodes, bool* differ = nullptr) {
+  tlaunch::node_resources r;
   bool first = true, unlike = false;
   for (const auto& n : nodes) {
     if (!first && !(n.resources == r)) unlike = true;
@@ -102,7 +102,7 @@ inline tlaunch::detail::node_resources largest_resources(
   return r;
 }
 
-inline std::string describe_resources(const tlaunch::detail::node_resources& r) {
+inline std::string describe_resources(const tlaunch::node_resources& r) {
   std::string s;
   auto add = [&](std::string part) { s += (s.empty() ? "" : ", ") + part; };
   if (r.cpus) add(fmt::format("{} cpus", r.cpus));
@@ -113,7 +113,7 @@ inline std::string describe_resources(const tlaunch::detail::node_resources& r) 
 
 // For a launcher that cannot honour resource hints: one line naming the nodes that have
 // some, or "" when none does.
-inline std::string ignored_resources_warning(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::string ignored_resources_warning(const std::vector<tlaunch::rpc::node_info>& nodes,
                                              std::string_view launcher) {
   std::string named;
   for (const auto& n : nodes)
@@ -124,14 +124,14 @@ inline std::string ignored_resources_warning(const std::vector<tlaunch::detail::
   return fmt::format("--launch={} ignores the resource hints of {}", launcher, named);
 }
 
-inline void warn_ignored_resources(const std::vector<tlaunch::detail::node_info>& nodes,
+inline void warn_ignored_resources(const std::vector<tlaunch::rpc::node_info>& nodes,
                                    std::string_view launcher, output_printer& out) {
   if (auto w = ignored_resources_warning(nodes, launcher); !w.empty())
     out.print("launcher", stream::err, w);
 }
 
 // The same warning where one template serves every instance (slurm, k8s), or "".
-inline std::string largest_resources_warning(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::string largest_resources_warning(const std::vector<tlaunch::rpc::node_info>& nodes,
                                              std::string_view launcher) {
   bool differ = false;
   auto r = largest_resources(nodes, &differ);
@@ -146,7 +146,7 @@ inline std::string largest_resources_warning(const std::vector<tlaunch::detail::
 // policies (a failure stops the program) and resource hints. The program runs anyway (it is
 // the launch to debug it in), with this one line naming what does not apply, or "" when all
 // of it does. Colocation needs no line: every node shares this process already.
-inline std::string one_process_warning(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::string one_process_warning(const std::vector<tlaunch::rpc::node_info>& nodes,
                                        const options& o) {
   // "'a'", "'a' and 'b'", "'a', 'b' and 'c'"
   auto names = [](const std::vector<std::string>& v) {

@@ -27,7 +27,7 @@ struct launch_plan {
   tlaunch::detail::program_view program;
   options opt;
   // In program order; replicas and restart policies as the options say.
-  std::vector<tlaunch::detail::node_info> nodes;
+  std::vector<tlaunch::rpc::node_info> nodes;
   // Instances sharing one process (launch/colocation.hpp), ordered by leader.
   std::vector<colocation_group> groups;
 
@@ -57,9 +57,9 @@ inline rpc::connection_settings connection_settings_of(const tlaunch::launch_set
 
 // A process's runtime under the options: `default_threads` io threads unless --threads
 // says otherwise (2 under local_mt, 1 in a node process).
-inline tlaunch::detail::runtime_options runtime_options_of(const tlaunch::launch_settings& s,
+inline tlaunch::rpc::runtime_options runtime_options_of(const tlaunch::launch_settings& s,
                                                            unsigned default_threads) {
-  tlaunch::detail::runtime_options r;
+  tlaunch::rpc::runtime_options r;
   static_cast<rpc::connection_settings&>(r) = connection_settings_of(s);
   r.threads = s.threads ? s.threads : default_threads;
   r.force_wire = s.force_wire;

@@ -668,11 +668,3 @@ TLAUNCH_DECL void runtime::stop_instances() {
 }  // namespace tlaunch::rpc
 
 #endif
-
-// The names the launch layer and handle.hpp use.
-namespace tlaunch::detail {
-using rpc::node_info;
-using tlaunch::node_resources;
-using rpc::runtime;
-using rpc::runtime_options;
-}  // namespace tlaunch::detail

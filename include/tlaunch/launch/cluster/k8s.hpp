@@ -123,7 +123,7 @@ inline std::string yaml_quote(std::string_view s) {
   return out;
 }
 
-inline std::uint32_t total_instances(const std::vector<tlaunch::detail::node_info>& nodes) {
+inline std::uint32_t total_instances(const std::vector<tlaunch::rpc::node_info>& nodes) {
   std::uint32_t n = 0;
   for (const auto& i : nodes) n += i.replicas;
   return n;
@@ -248,7 +248,7 @@ struct k8s_layout {
   std::uint32_t restarts = 0;          // the restart Job's backoffLimit: the policies' sum
 };
 // nodes: the plan's (launch/plan.hpp), with --restart applied.
-inline k8s_layout k8s_layout_of(const std::vector<tlaunch::detail::node_info>& nodes,
+inline k8s_layout k8s_layout_of(const std::vector<tlaunch::rpc::node_info>& nodes,
                                 const std::vector<colocation_group>& groups) {
   std::vector<std::uint32_t> max_of;  // flat id -> its node's max_restarts
   for (const auto& n : nodes)
@@ -279,7 +279,7 @@ inline std::string k8s_coordinator_address(std::size_t coordinator_index, const 
 // the flags every process of the program must see, each node's environment as --env flags,
 // then the program's arguments. --colocate, --no-colocate and --restart go along: every pod
 // maps its index to a process as the manifests did, and the coordinator applies --restart.
-inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::rpc::node_info>& nodes,
                                              std::size_t coordinator_index, const options& o,
                                              const k8s_settings& k, bool restart_job = false) {
   std::vector<std::string> args = {
@@ -308,7 +308,7 @@ struct k8s_manifest {
 // The manifests for `nodes`: a Secret holding `secret_hex`, a headless Service, an Indexed
 // Job of one pod per node process (an instance or a colocation group of `groups`) plus the
 // coordinator, and with --k8s-volcano a PodGroup.
-inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::rpc::node_info>& nodes,
                                                const std::vector<colocation_group>& groups,
                                                const options& o, const k8s_settings& k,
                                                std::string_view secret_hex) {
@@ -427,7 +427,7 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::detail
 }
 
 // --launch=k8s: writes the manifests with a fresh secret; returns 0.
-inline int write_k8s_manifests(const std::vector<tlaunch::detail::node_info>& nodes,
+inline int write_k8s_manifests(const std::vector<tlaunch::rpc::node_info>& nodes,
                                const std::vector<colocation_group>& groups, const options& o,
                                output_printer& out) {
   auto k = k8s_settings_of(o);
@@ -472,7 +472,7 @@ struct k8s_pod_role {
 
 // From JOB_COMPLETION_INDEX (of the main Job, or with --tlaunch-role=k8s-restart of the
 // restart Job: k8s_layout) and TLAUNCH_SECRET_FILE; a launch_error when either is wrong.
-inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info>& nodes,
+inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::rpc::node_info>& nodes,
                                     const std::vector<colocation_group>& groups,
                                     const options& o) {
   k8s_pod_role r;
@@ -516,7 +516,7 @@ inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::detail::node_info
 }
 
 // The coordinator pod: runs the program's lifecycle over the node pods; its exit code.
-inline int run_k8s_coordinator(const std::vector<tlaunch::detail::node_info>& nodes,
+inline int run_k8s_coordinator(const std::vector<tlaunch::rpc::node_info>& nodes,
                                const std::vector<colocation_group>& groups, const options& o,
                                const k8s_pod_role& r, output_printer& out) {
   auto colon = o.coordinator.rfind(':');

@@ -441,7 +441,7 @@ class slurm_task final : public child {
 // Memory is per CPU in srun's terms (--mem is per Slurm node, shared by its tasks). With a
 // CPU hint the step no longer overcommits: each task then needs its CPUs in the allocation.
 inline std::vector<std::string> srun_resource_args(
-    const std::vector<tlaunch::detail::node_info>& nodes) {
+    const std::vector<tlaunch::rpc::node_info>& nodes) {
   auto r = largest_resources(nodes);
   std::vector<std::string> args;
   if (r.cpus == 0) args.push_back("--overcommit");

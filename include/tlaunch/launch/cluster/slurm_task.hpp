@@ -20,7 +20,7 @@ namespace tlaunch::launch {
 // The role of process `text` (colocation_processes: a task rank or a completion index read
 // from the variable `var`): "name/i" of a lone instance, "name/i,other/j,..." of a group.
 // Throws launch_error when it names no process.
-inline std::string role_of_process_index(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::string role_of_process_index(const std::vector<tlaunch::rpc::node_info>& nodes,
                                          const std::vector<colocation_group>& groups,
                                          const char* var, const std::string& text) {
   std::uint64_t index = 0;
@@ -56,7 +56,7 @@ inline std::string role_of_process_index(const std::vector<tlaunch::detail::node
 
 // The role of the process whose index is this task's SLURM_PROCID (role_of_process_index).
 // Throws launch_error when the variable is missing or names no process of the program.
-inline std::string slurm_task_role(const std::vector<tlaunch::detail::node_info>& nodes,
+inline std::string slurm_task_role(const std::vector<tlaunch::rpc::node_info>& nodes,
                                    const std::vector<colocation_group>& groups = {}) {
   const char* rank = std::getenv("SLURM_PROCID");
   if (rank == nullptr)

@@ -62,7 +62,7 @@ using spawn_fn = std::function<child_ptr(const placement& p, std::uint16_t coord
 class coordinator final : public rpc::connection_sink {
  public:
   // nodes: the plan's (launch/plan.hpp), restart policies as the options say.
-  coordinator(std::vector<tlaunch::detail::node_info> nodes, const options& o,
+  coordinator(std::vector<tlaunch::rpc::node_info> nodes, const options& o,
               output_printer& out);
 
   // The launch secret, when it was chosen before the launch (--launch=k8s writes it into
@@ -207,7 +207,7 @@ class coordinator final : public rpc::connection_sink {
 
   void report();
 
-  std::vector<tlaunch::detail::node_info> nodes_;
+  std::vector<tlaunch::rpc::node_info> nodes_;
   const options& opt_;
   output_printer& out_;
   asio::io_context io_;

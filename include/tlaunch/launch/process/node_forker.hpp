@@ -56,7 +56,7 @@ extern "C" char** environ;
 
 namespace tlaunch::launch {
 
-namespace forker_detail {
+namespace detail {
 
 // The memory the kernel shows as the command line: argv's strings, and the environment's
 // right after them (readable again once the environment is copied elsewhere).
@@ -101,7 +101,7 @@ inline void set_title(const title_area& a, const std::string& title) {
 
 constexpr std::size_t max_message = 60000;  // argv bytes; a longer one is executed
 
-}  // namespace forker_detail
+}  // namespace detail
 
 class node_forker {
  public:
@@ -163,7 +163,7 @@ class node_forker {
   pid_t spawn(const std::vector<std::string>& argv, const int (&fds)[4]) {
     std::string payload;
     for (auto& a : argv) payload.append(a).push_back('\0');
-    if (payload.size() > forker_detail::max_message) return -E2BIG;
+    if (payload.size() > detail::max_message) return -E2BIG;
     std::lock_guard lk(mu_);
     if (sock_ < 0) return -EPIPE;
     iovec iov{payload.data(), payload.size()};
@@ -216,9 +216,9 @@ class node_forker {
     int null = ::open("/dev/null", O_RDWR);
     for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
     if (null > 2) ::close(null);
-    auto area = forker_detail::find_title_area();
+    auto area = detail::find_title_area();
     std::string exe = program_invocation_name;
-    forker_detail::set_title(area, exe + " (tlaunch node forker)");
+    detail::set_title(area, exe + " (tlaunch node forker)");
     // Once here rather than in every node: libcrypto sets up its algorithms on first use
     // (a node's hello needs HMAC and random nonces). Its random generator reseeds itself
     // in a process whose pid differs from the one that seeded it, so nodes share no state.
@@ -228,7 +228,7 @@ class node_forker {
       tlaunch::detail::hmac_sha256(bytes, bytes);
     } catch (const std::exception&) {
     }
-    std::vector<char> buf(forker_detail::max_message + 1);
+    std::vector<char> buf(detail::max_message + 1);
     for (;;) {
       iovec iov{buf.data(), buf.size()};
       alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
@@ -273,7 +273,7 @@ class node_forker {
   // group, parent-death signal, stdio), then tlaunch::main.
   [[noreturn]] static void run_node(pid_t launcher, const std::vector<int>& fds,
                                     const std::vector<std::string>& argv,
-                                    const forker_detail::title_area& area, const node_main& run) {
+                                    const detail::title_area& area, const node_main& run) {
     detail::become_node_process(launcher, fds[0], fds[1], fds[2]);
     // The status pipe and the forker's socket among them: the launcher sees the setup done.
     detail::close_cloexec_fds();
@@ -282,7 +282,7 @@ class node_forker {
       if (!title.empty()) title.push_back(' ');
       title += a;
     }
-    forker_detail::set_title(area, title);
+    detail::set_title(area, title);
     detail::run_node_and_exit([&] { return run(argv); });
   }
 

@@ -82,7 +82,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   options o = given;
   // The program as this process's flags resolve it (--replicas; the launcher checked the
   // rest before it started this process).
-  std::vector<tlaunch::detail::node_info> nodes;
+  std::vector<tlaunch::rpc::node_info> nodes;
   try {
     nodes = p.describe(o.replicas);
     if (o.role == "slurm")  // a task of --launch=slurm's step: the role is its rank
@@ -135,7 +135,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   }
 
-  tlaunch::detail::runtime rt(nodes, runtime_options_of(o, 1), *secret, o.role);
+  tlaunch::rpc::runtime rt(nodes, runtime_options_of(o, 1), *secret, o.role);
 
   std::mutex out_mu;
   rt.log_line = [&](const rpc::instance&, std::string_view line) {

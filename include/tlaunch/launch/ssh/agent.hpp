@@ -49,7 +49,7 @@
 
 namespace tlaunch::launch {
 
-namespace agent_detail {
+namespace detail {
 
 inline std::string hex(std::string_view s) {
   return tlaunch::detail::to_hex(
@@ -72,7 +72,7 @@ inline std::vector<std::string_view> words(std::string_view line) {
   return w;
 }
 
-}  // namespace agent_detail
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------
 // The agent side: what `<binary> --tlaunch-agent` runs (tlaunch::main calls it).
@@ -106,7 +106,7 @@ TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
 
   std::map<std::string, child_ptr> nodes;
   auto command = [&](std::string_view line) {
-    auto w = agent_detail::words(line);
+    auto w = detail::words(line);
     if (w.size() < 2) return;
     std::string id(w[1]);
     if (w[0] == "start") {
@@ -114,13 +114,13 @@ TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
       // whose process ended may start again (a restart).
       if (auto it = nodes.find(id); it != nodes.end()) {
         if (it->second->running())
-          return emit("f " + id + " " + agent_detail::hex("already started"));
+          return emit("f " + id + " " + detail::hex("already started"));
         nodes.erase(it);
       }
       std::vector<std::string> argv{exe};
       for (std::size_t i = 2; i < w.size(); ++i) {
         std::string a;
-        if (!agent_detail::unhex(w[i], a)) return emit("f " + id + " " + agent_detail::hex("garbled start command"));
+        if (!detail::unhex(w[i], a)) return emit("f " + id + " " + detail::hex("garbled start command"));
         argv.push_back(std::move(a));
       }
       child_callbacks cb;
@@ -134,7 +134,7 @@ TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
         m.append(id).append(" ").append(std::to_string(st.code)).append(" ");
         m.append(std::to_string(st.signal)).append(" ");
         m.append(st.signal_name.empty() ? std::string("-") : st.signal_name);
-        if (!st.cause.empty()) m.append(" ").append(agent_detail::hex(st.cause));
+        if (!st.cause.empty()) m.append(" ").append(detail::hex(st.cause));
         emit(std::move(m));
       };
       try {
@@ -146,7 +146,7 @@ TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
         nodes[id] = same_program ? start_node_child(argv, std::move(cb), opt)
                                  : start_local_child(argv, std::move(cb), opt);
       } catch (const std::exception& e) {
-        emit("f " + id + " " + agent_detail::hex(e.what()));
+        emit("f " + id + " " + detail::hex(e.what()));
       }
       return;
     }
@@ -154,7 +154,7 @@ TLAUNCH_DECL int run_agent(std::chrono::milliseconds stopped_limit,
     if (it == nodes.end()) return;
     if (w[0] == "in" && w.size() == 3) {
       std::string bytes;
-      if (agent_detail::unhex(w[2], bytes)) it->second->write_stdin(bytes);
+      if (detail::unhex(w[2], bytes)) it->second->write_stdin(bytes);
     } else if (w[0] == "close") {
       it->second->close_stdin();
     } else if (w[0] == "kill") {
@@ -222,7 +222,7 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
       }
     }
     std::string cmd = "start " + id;
-    for (auto& a : args) cmd.append(" ").append(agent_detail::hex(a));
+    for (auto& a : args) cmd.append(" ").append(detail::hex(a));
     send(cmd);
     return std::make_unique<node>(shared_from_this(), id);
   }
@@ -287,10 +287,10 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
         std::string name;
         in >> es.code >> es.signal >> name;
         if (name != "-") es.signal_name = name;
-        if (std::string cause; in >> cause) agent_detail::unhex(cause, es.cause);
+        if (std::string cause; in >> cause) detail::unhex(cause, es.cause);
       } else {  // f: could not start
         std::string why;
-        if (!agent_detail::unhex(rest, why)) why = "cannot start (agent's report garbled)";
+        if (!detail::unhex(rest, why)) why = "cannot start (agent's report garbled)";
         if (n.cb.on_line) n.cb.on_line(stream::err, why);
         es.code = 127;
       }
@@ -339,7 +339,7 @@ class agent_link : public std::enable_shared_from_this<agent_link> {
       if (running) link_->send("kill " + id_);
     }
     void write_stdin(std::string_view data) override {
-      link_->send("in " + id_ + " " + agent_detail::hex(data));
+      link_->send("in " + id_ + " " + detail::hex(data));
     }
     void close_stdin() override { link_->send("close " + id_); }
     void kill() override { link_->send("kill " + id_); }

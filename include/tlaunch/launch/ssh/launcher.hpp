@@ -47,7 +47,7 @@
 
 namespace tlaunch::launch {
 
-namespace ssh_launch_detail {
+namespace detail {
 
 // The agent's exec channel opens as soon as a host's session is up, while the binary is
 // checked or uploaded: the remote login shell's start-up (~/.bashrc, pyenv, conda: often
@@ -102,7 +102,7 @@ class late_callbacks : public std::enable_shared_from_this<late_callbacks> {
   std::vector<std::pair<stream, std::string>> early_;
 };
 
-}  // namespace ssh_launch_detail
+}  // namespace detail
 
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_SSH)
 TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
@@ -137,7 +137,7 @@ TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
     std::string remote_path, error;
     std::size_t next = 0, used = 0;
     // The agent's login shell, started while the binary uploads (agent_gate).
-    std::shared_ptr<ssh_launch_detail::late_callbacks> agent_cb;
+    std::shared_ptr<detail::late_callbacks> agent_cb;
     child_ptr agent_shell;
   };
   std::map<std::string, host_sessions> by_host;
@@ -170,11 +170,11 @@ TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
           sessions_up = std::max(sessions_up, std::chrono::steady_clock::now());
         }
         // Destroyed before the sessions (`got`) when the upload fails.
-        std::shared_ptr<ssh_launch_detail::late_callbacks> agent_cb;
+        std::shared_ptr<detail::late_callbacks> agent_cb;
         child_ptr agent_shell;
         if (!per_node) {
-          agent_cb = std::make_shared<ssh_launch_detail::late_callbacks>();
-          agent_shell = got[0]->exec(std::string(ssh_launch_detail::agent_gate), agent_cb->make());
+          agent_cb = std::make_shared<detail::late_callbacks>();
+          agent_shell = got[0]->exec(std::string(detail::agent_gate), agent_cb->make());
         }
         ssh::upload_progress progress(h, ::isatty(STDERR_FILENO) == 1);
         hs.remote_path = got[0]->upload_cached(exe, build_id, [&](std::uint64_t done, std::uint64_t total) {

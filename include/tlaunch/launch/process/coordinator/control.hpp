@@ -10,7 +10,7 @@
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_PROCESS)
 namespace tlaunch::launch {
 
-TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::detail::node_info> nodes, const options& o,
+TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes, const options& o,
             output_printer& out)
     : nodes_(std::move(nodes)), opt_(o), out_(out), acceptor_(io_), grace_timer_(io_),
       start_timer_(io_) {

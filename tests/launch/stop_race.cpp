@@ -1,5 +1,5 @@
 // A program whose stop reaches one node late, for the lifecycle tests. The launcher
-// (local_mp) holds back worker/1's stop message (launch::options::hold_stop) until
+// (local_mp) holds back worker/1's stop message (coordinator_test_access::hold_stop) until
 // worker/1 reports or exits, so what worker/1 sees is always the same: worker/0 stops
 // the program, store/0 stops and goes away, and worker/1's next call to it fails
 // with tlaunch::unavailable before worker/1 knows of the stop.
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   if (!o.role.empty()) return launch::run_node_process(program, o);
   // A host's agent under --launch=ssh: as tlaunch::main runs it.
   if (o.agent) return launch::run_main(program, argc, argv);
-  o.hold_stop = {"worker/1"};
+  launch::detail::coordinator_test_access::hold_stop({"worker/1"});
   launch::output_printer out(launch::color_mode::never, o.log_dir);
   auto plan = launch::plan_launch(program, o);
   if (o.launch == "ssh") return launch::registered_launchers::run(plan, out);

@@ -60,10 +60,6 @@ struct options : tlaunch::launch_settings {
   bool handle_signals = true;
   // Flags a node process must see to build the same program.
   std::vector<std::string> passthrough;
-  // For tests of the stop, never set from the command line: the coordinator sends
-  // these instances ("worker/1") their stop only once they report (run() over or
-  // failed) or exit, or after 5 s. Reproduces a stop message that arrives late.
-  std::vector<std::string> hold_stop;
 };
 
 // How long a node process may stay stopped (SIGSTOP) before the process that started it

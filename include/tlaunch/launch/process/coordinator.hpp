@@ -59,6 +59,20 @@ using spawn_fn = std::function<child_ptr(const placement& p, std::uint16_t coord
                                          const std::vector<std::string>& argv_tail,
                                          child_callbacks cb)>;
 
+namespace detail {
+// The seam of the tests of a stop that reaches one node late (tests/launch/stop_race.cpp),
+// called in the launcher's process before the launch: the coordinators made after it send
+// these instances ("worker/1") their stop only once they report (run() over or failed)
+// or exit, or after 5 s. Nothing else calls it.
+struct coordinator_test_access {
+  TLAUNCH_DECL static void hold_stop(std::vector<std::string> instances);
+  TLAUNCH_DECL static std::vector<std::string> held();
+
+ private:
+  TLAUNCH_DECL static std::vector<std::string>& list();
+};
+}  // namespace detail
+
 class coordinator final : public rpc::connection_sink {
  public:
   // nodes: the plan's (launch/plan.hpp), restart policies as the options say.
@@ -118,7 +132,7 @@ class coordinator final : public rpc::connection_sink {
     bool done = false, exited = false;
     bool reported = false;  // sent node_failed: its exit code 1 was judged then
     bool killed = false;    // killed by us after the grace period
-    bool held = false;      // options::hold_stop: its stop waits (tests only)
+    bool held = false;      // coordinator_test_access::hold_stop: its stop waits (tests only)
     bool stop_sent = false;     // the stop frame, on conn
     bool stdin_closed = false;  // proc's stdin, the stop without a connection
     std::unique_ptr<asio::steady_timer> lost_timer;  // see on_closed; a restart's registration

@@ -10,6 +10,17 @@
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_PROCESS)
 namespace tlaunch::launch {
 
+namespace detail {
+TLAUNCH_DECL std::vector<std::string>& coordinator_test_access::list() {
+  static std::vector<std::string> held;
+  return held;
+}
+TLAUNCH_DECL void coordinator_test_access::hold_stop(std::vector<std::string> instances) {
+  list() = std::move(instances);
+}
+TLAUNCH_DECL std::vector<std::string> coordinator_test_access::held() { return list(); }
+}  // namespace detail
+
 TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes, const options& o,
             output_printer& out)
     : nodes_(std::move(nodes)), opt_(o), out_(out), acceptor_(io_), grace_timer_(io_),
@@ -23,6 +34,7 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes
   std::size_t instances = 0;
   for (auto& n : nodes_) instances += n.replicas;
   cfg_ = rpc::make_connection_config(connection_settings_of(o), secret_, "launcher", instances);
+  const auto held = detail::coordinator_test_access::held();
   for (auto& n : nodes_)
     for (std::uint32_t r = 0; r < n.replicas; ++r) {
       slots_.push_back({});
@@ -32,8 +44,7 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes
       slots_.back().leader = static_cast<std::uint32_t>(slots_.size() - 1);
       slots_.back().members = {slots_.back().leader};
       slots_.back().has_run = n.has_run;
-      slots_.back().held = std::find(o.hold_stop.begin(), o.hold_stop.end(),
-                                     slots_.back().id) != o.hold_stop.end();
+      slots_.back().held = std::find(held.begin(), held.end(), slots_.back().id) != held.end();
       if (n.has_run) ++runs_left_;
     }
 }

@@ -322,6 +322,23 @@ inline std::string stopped_cause(int sig, std::chrono::milliseconds limit) {
   return text;
 }
 
+// A node process's four pipes: stdin, stdout, stderr, and the status pipe on which the
+// child reports a failed setup (closed once it is set up). child_ends are the child's
+// ends, in that order (dup2'd to 0, 1, 2 and kept for the status).
+struct child_pipes {
+  detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
+  int child_ends[4];
+  child_pipes() {
+    detail::make_pipe(in_r, in_w);
+    detail::make_pipe(out_r, out_w);
+    detail::make_pipe(err_r, err_w);
+    detail::make_pipe(status_r, status_w);
+    child_ends[0] = in_r.get();
+    child_ends[1] = out_w.get();
+    child_ends[2] = err_w.get();
+    child_ends[3] = status_w.get();
+  }
+};
 }  // namespace detail
 
 class local_child final : public child {
@@ -347,20 +364,16 @@ class local_child final : public child {
     envp.push_back(nullptr);
     const char* dir = opt.working_dir.empty() ? nullptr : opt.working_dir.c_str();
 
-    detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
-    detail::make_pipe(in_r, in_w);
-    detail::make_pipe(out_r, out_w);
-    detail::make_pipe(err_r, err_w);
-    detail::make_pipe(status_r, status_w);
+    detail::child_pipes pipes;
 
     const pid_t parent = ::getpid();
-    const int fds[4] = {in_r.get(), out_w.get(), err_w.get(), status_w.get()};
+    const auto& fds = pipes.child_ends;
     pid_ = detail::fork_thread::instance().fork(
         [&] { exec_in_child(parent, fds, file.c_str(), args.data(), envp.data(), dir); });
     if (pid_ < 0)
       throw std::runtime_error("cannot start node binary " + name +
                                ": fork: " + detail::errno_text(-pid_));
-    start_pump(name, opt.working_dir, in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w);
+    start_pump(name, opt.working_dir, pipes);
   }
 
   // A node process that is a fork of this one, running `body` (whose return is its exit
@@ -371,21 +384,16 @@ class local_child final : public child {
   local_child(const std::function<int()>& body, child_callbacks cb,
               const local_child_options& opt = {})
       : cb_(std::move(cb)), stopped_limit_(opt.stopped_limit) {
-    detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
-    detail::make_pipe(in_r, in_w);
-    detail::make_pipe(out_r, out_w);
-    detail::make_pipe(err_r, err_w);
-    detail::make_pipe(status_r, status_w);
+    detail::child_pipes pipes;
     const pid_t parent = ::getpid();
-    const int fds[4] = {in_r.get(), out_w.get(), err_w.get(), status_w.get()};
+    const auto& fds = pipes.child_ends;
     // What this process has buffered is not the node's output.
     std::fflush(stdout);
     std::fflush(stderr);
     pid_ = detail::fork_thread::instance().fork([&] { run_in_child(parent, fds, body); });
     if (pid_ < 0)
       throw std::runtime_error("cannot fork a node process: " + detail::errno_text(-pid_));
-    start_pump("a forked node process", "", in_r, in_w, out_r, out_w, err_r, err_w, status_r,
-               status_w);
+    start_pump("a forked node process", "", pipes);
   }
 
   // A node process started by `spawn` (node_forker.hpp), which gets the child's ends of its
@@ -394,30 +402,24 @@ class local_child final : public child {
   local_child(const std::string& name, const std::function<pid_t(const int (&)[4])>& spawn,
               child_callbacks cb, const local_child_options& opt = {})
       : cb_(std::move(cb)), stopped_limit_(opt.stopped_limit) {
-    detail::unique_fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
-    detail::make_pipe(in_r, in_w);
-    detail::make_pipe(out_r, out_w);
-    detail::make_pipe(err_r, err_w);
-    detail::make_pipe(status_r, status_w);
-    const int fds[4] = {in_r.get(), out_w.get(), err_w.get(), status_w.get()};
+    detail::child_pipes pipes;
+    const auto& fds = pipes.child_ends;
     pid_ = spawn(fds);
     if (pid_ < 0)
       throw std::runtime_error("cannot start node binary " + name +
                                ": fork: " + detail::errno_text(-pid_));
-    start_pump(name, "", in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w);
+    start_pump(name, "", pipes);
   }
 
  private:
   // The parent's side once the child is forked: closes the child's ends, waits for the
   // child's setup and starts the I/O thread.
-  void start_pump(const std::string& name, const std::string& working_dir,
-                  detail::unique_fd& in_r, detail::unique_fd& in_w, detail::unique_fd& out_r,
-                  detail::unique_fd& out_w, detail::unique_fd& err_r, detail::unique_fd& err_w,
-                  detail::unique_fd& status_r, detail::unique_fd& status_w) {
-    in_r.reset();
-    out_w.reset();
-    err_w.reset();
-    status_w.reset();
+  void start_pump(const std::string& name, const std::string& working_dir, detail::child_pipes& p) {
+    p.in_r.reset();
+    p.out_w.reset();
+    p.err_w.reset();
+    p.status_w.reset();
+    auto& status_r = p.status_r;
 
     // The status pipe closes on a successful exec; a failure arrives as {stage, errno}.
     int report[2] = {0, 0};
@@ -433,9 +435,9 @@ class local_child final : public child {
       throw std::runtime_error("cannot start node binary " + name + ": " + what +
                                detail::errno_text(report[1]));
     }
-    stdin_ = in_w.release();
-    out_ = out_r.release();
-    err_ = err_r.release();
+    stdin_ = p.in_w.release();
+    out_ = p.out_r.release();
+    err_ = p.err_r.release();
     thread_ = std::thread([this] { pump(); });
   }
 

@@ -193,20 +193,20 @@ TEST_SUITE("registry") {
 
   TEST_CASE("slurm's --srun-arg is repeatable and keeps each option whole") {
     auto o = parse({"--launch=slurm", "--srun-arg=--cpus-per-task=2", "--srun-arg=--mem=0"});
-    CHECK(o.launcher_flags.at("--srun-arg") == "--cpus-per-task=2\n--mem=0\n");
+    CHECK(o.slurm.srun_args == std::vector<std::string>{"--cpus-per-task=2", "--mem=0"});
     CHECK_THROWS_WITH(parse({"--srun-arg"}), doctest::Contains("--srun-arg needs a value"));
   }
 
   TEST_CASE("a launcher's own flags are parsed by it; others reject them") {
     auto o = parse({"--launch=ssh", "--ssh-parallel=3", "--ssh-accept-new", "--known-hosts", "kh"});
-    CHECK(o.ssh_parallel == 3);
-    CHECK(o.ssh_accept_new);
-    CHECK(o.known_hosts == "kh");
+    CHECK(o.ssh.parallel == 3);
+    CHECK(o.ssh.accept_new);
+    CHECK(o.ssh.known_hosts == "kh");
     CHECK_THROWS_WITH(parse({"--ssh-parallel=0"}), doctest::Contains("--ssh-parallel: must be at least 1"));
     CHECK_THROWS_WITH(parse({"--ssh-accept-new=yes"}), doctest::Contains("takes no value"));
     o = parse({"--launch=ssh", "--ssh-cache-dir=/scratch/tl", "--ssh-cache-keep", "0"});
-    CHECK(o.launcher_flags.at("--ssh-cache-dir") == "/scratch/tl");
-    CHECK(o.launcher_flags.at("--ssh-cache-keep") == "0");
+    CHECK(o.ssh.cache_dir == "/scratch/tl");
+    CHECK(o.ssh.cache_keep == 0u);
     CHECK_THROWS_WITH(parse({"--ssh-cache-keep=few"}), doctest::Contains("--ssh-cache-keep"));
     CHECK_THROWS_WITH(parse({"--ssh-cache-dir="}), doctest::Contains("--ssh-cache-dir: empty"));
     CHECK_THROWS_WITH(parse({"--echo-prefix=x"}), doctest::Contains("unknown flag '--echo-prefix'"));

@@ -140,28 +140,28 @@ struct ssh_launcher {
 )";
   static bool parse_flag(options& o, const std::string& name, const flag_reader& r) {
     if (name == "--ssh-identity") {
-      o.ssh_identity = r.value();
+      o.ssh.identity = r.value();
     } else if (name == "--ssh-accept-new") {
       r.no_value();
-      o.ssh_accept_new = true;
+      o.ssh.accept_new = true;
     } else if (name == "--known-hosts") {
-      o.known_hosts = r.value();
+      o.ssh.known_hosts = r.value();
     } else if (name == "--ssh-terminal") {  // deprecated: --terminal=tmux
       std::string v = r.value();
       if (v != "tmux") throw usage_error("--ssh-terminal: '" + v + "' is not tmux");
       o.terminal = v;
     } else if (name == "--ssh-per-node-exec") {
       r.no_value();
-      o.launcher_flags[name] = "";
+      o.ssh.per_node_exec = true;
     } else if (name == "--ssh-cache-dir") {
       std::string v = r.value();
       if (v.empty()) throw usage_error("--ssh-cache-dir: empty directory");
-      o.launcher_flags[name] = v;
+      o.ssh.cache_dir = v;
     } else if (name == "--ssh-cache-keep") {
-      o.launcher_flags[name] = std::to_string(detail::parse_uint(name, r.value(), 1000000));
+      o.ssh.cache_keep = static_cast<unsigned>(detail::parse_uint(name, r.value(), 1000000));
     } else if (name == "--ssh-parallel") {
-      o.ssh_parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
-      if (o.ssh_parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");
+      o.ssh.parallel = static_cast<unsigned>(detail::parse_uint(name, r.value(), 64));
+      if (o.ssh.parallel == 0) throw usage_error("--ssh-parallel: must be at least 1");
     } else {
       return false;
     }
@@ -188,7 +188,7 @@ struct slurm_launcher {
     if (name != "--srun-arg") return false;
     std::string v = r.value();
     if (v.find('\n') != std::string::npos) throw usage_error("--srun-arg: no newlines");
-    o.launcher_flags[name] += v + '\n';  // repeatable: one option a line
+    o.slurm.srun_args.push_back(v);  // repeatable
     return true;
   }
   template <class Plan = launch_plan>
@@ -215,7 +215,7 @@ struct k8s_launcher {
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     if (f == "--k8s-volcano") {
       r.no_value();
-      o.launcher_flags[f] = "";
+      o.k8s.volcano = true;
       return true;
     }
     if (f != "--k8s-image" && f != "--k8s-binary" && f != "--k8s-namespace" && f != "--k8s-name" &&
@@ -223,13 +223,24 @@ struct k8s_launcher {
       return false;
     std::string v = r.value();
     if (f == "--k8s-port") {
-      if (detail::parse_uint(f, v, 65535) == 0) throw usage_error("--k8s-port: must be at least 1");
-    } else if (f == "--k8s-namespace" && detail::dns_label(v, 63) != v) {
-      throw usage_error(fmt::format("--k8s-namespace: '{}' is not a DNS label", v));
-    } else if (v.empty()) {
-      throw usage_error(f + " needs a value");
+      auto port = detail::parse_uint(f, v, 65535);
+      if (port == 0) throw usage_error("--k8s-port: must be at least 1");
+      o.k8s.port = static_cast<std::uint16_t>(port);
+      return true;
     }
-    o.launcher_flags[f] = v;
+    if (f == "--k8s-namespace" && detail::dns_label(v, 63) != v)
+      throw usage_error(fmt::format("--k8s-namespace: '{}' is not a DNS label", v));
+    if (v.empty()) throw usage_error(f + " needs a value");
+    if (f == "--k8s-image")
+      o.k8s.image = v;
+    else if (f == "--k8s-binary")
+      o.k8s.binary = v;
+    else if (f == "--k8s-namespace")
+      o.k8s.ns = v;
+    else if (f == "--k8s-name")
+      o.k8s.name = v;
+    else
+      o.k8s.out_dir = v;
     return true;
   }
   template <class Plan = launch_plan>

@@ -6,6 +6,7 @@
 #include <functional>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,6 +23,26 @@ class usage_error : public tlaunch::error {
   using tlaunch::error::error;
 };
 
+// The built-in launchers' own flags, typed; each launcher's parse_flag fills its own
+// (launch/entry_points.hpp).
+struct ssh_flags {
+  std::string identity;                // --ssh-identity ("": ssh-agent, then ~/.ssh/id_*)
+  bool accept_new = false;             // --ssh-accept-new
+  std::string known_hosts;             // --known-hosts ("": ~/.ssh/known_hosts)
+  unsigned parallel = 8;               // --ssh-parallel
+  std::string cache_dir;               // --ssh-cache-dir ("": the default)
+  std::optional<unsigned> cache_keep;  // --ssh-cache-keep
+  bool per_node_exec = false;          // --ssh-per-node-exec
+};
+struct slurm_flags {
+  std::vector<std::string> srun_args;  // --srun-arg, in order
+};
+struct k8s_flags {
+  std::string image, binary, ns, name, out_dir;  // --k8s-image, -binary, -namespace, -name, -out
+  std::optional<std::uint16_t> port;             // --k8s-port
+  bool volcano = false;                          // --k8s-volcano
+};
+
 // Every flag as a field: the user's settings (launch_options.hpp, what tlaunch::start
 // takes as well) and what only the command line sets: any registered launcher, the
 // hosts, ssh's settings, a node process's role.
@@ -36,13 +57,12 @@ struct options : tlaunch::launch_settings {
   std::string hostfile;
   std::map<std::string, std::vector<std::string>> place;
   std::string coordinator_host;  // address remote nodes dial back
-  // ssh (its own flags, parsed by launch/ssh/launcher.hpp)
-  std::string ssh_identity;
-  bool ssh_accept_new = false;
-  std::string known_hosts;
-  unsigned ssh_parallel = 8;
-  // Flags of launchers that keep no field here, as given ("--flag" -> value; "" for a
-  // flag without one), after the launcher's parse_flag accepted them.
+  ssh_flags ssh;
+  slurm_flags slurm;
+  k8s_flags k8s;
+  // Flags of other launchers (registered by a program of its own: launch/registry.hpp),
+  // as given ("--flag" -> value; "" for a flag without one), after the launcher's
+  // parse_flag accepted them.
   std::map<std::string, std::string> launcher_flags;
   // node process (set by the launcher, never by hand)
   std::string role;

@@ -211,19 +211,16 @@ class k8s_pod final : public child {
 // The settings from --k8s-* flags; a launch_error for what is missing or malformed.
 inline k8s_settings k8s_settings_of(const options& o) {
   k8s_settings k;
-  auto flag = [&](const char* f) -> const std::string* {
-    auto it = o.launcher_flags.find(f);
-    return it == o.launcher_flags.end() ? nullptr : &it->second;
-  };
-  if (auto v = flag("--k8s-out")) k.out_dir = *v;
-  if (auto v = flag("--k8s-image")) k.image = *v;
-  if (auto v = flag("--k8s-namespace")) k.ns = *v;
-  if (auto v = flag("--k8s-binary")) k.binary = *v;
-  if (auto v = flag("--k8s-port")) k.port = static_cast<std::uint16_t>(std::stoul(*v));
-  k.volcano = flag("--k8s-volcano") != nullptr;
+  const k8s_flags& f = o.k8s;
+  if (!f.out_dir.empty()) k.out_dir = f.out_dir;
+  if (!f.image.empty()) k.image = f.image;
+  if (!f.ns.empty()) k.ns = f.ns;
+  if (!f.binary.empty()) k.binary = f.binary;
+  if (f.port) k.port = *f.port;
+  k.volcano = f.volcano;
   std::string exe = tlaunch::detail::self_exe<launch_error>();
-  if (auto v = flag("--k8s-name"))
-    k.name = detail::dns_label(*v);
+  if (!f.name.empty())
+    k.name = detail::dns_label(f.name);
   else
     k.name = detail::dns_label(
         fmt::format("tlaunch-{}", std::filesystem::path(exe).filename().string()));

@@ -550,8 +550,7 @@ TLAUNCH_DECL int run_slurm(const launch_plan& plan, output_printer& out) {
   std::chrono::steady_clock::time_point step_started;
   std::vector<std::string> srun_args;  // after srun's own: resources, then --srun-arg
   for (auto& a : detail::srun_resource_args(nodes)) srun_args.push_back(a);
-  if (auto it = o.launcher_flags.find("--srun-arg"); it != o.launcher_flags.end())
-    for (auto& a : detail::split(it->second, '\n')) srun_args.push_back(a);
+  for (const auto& a : o.slurm.srun_args) srun_args.push_back(a);
   // The node process: `role` is --tlaunch-role=slurm (from the rank) or the instance's.
   auto node_argv = [&](std::vector<std::string> argv, std::uint16_t port,
                        const std::vector<std::string>& tail, const std::string& role) {

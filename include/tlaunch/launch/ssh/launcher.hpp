@@ -117,20 +117,18 @@ TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
 
   // Per-node exec: sshd allows 10 sessions (channels) per connection by default, so 8
   // nodes a connection. With agents: one connection, one channel per host.
-  const bool per_node = o.launcher_flags.count("--ssh-per-node-exec") != 0;
+  const bool per_node = o.ssh.per_node_exec;
   constexpr std::size_t nodes_per_session = 8;
   std::map<std::string, std::size_t> per_host;
   for (auto& pl : places) ++per_host[pl.host];
 
   ssh::session_options so;
-  so.identity = o.ssh_identity;
-  so.accept_new = o.ssh_accept_new;
-  so.known_hosts = o.known_hosts;
+  so.identity = o.ssh.identity;
+  so.accept_new = o.ssh.accept_new;
+  so.known_hosts = o.ssh.known_hosts;
   so.liveness_ms = static_cast<long>(o.liveness.count());
-  if (auto it = o.launcher_flags.find("--ssh-cache-dir"); it != o.launcher_flags.end())
-    so.cache_dir = it->second;
-  if (auto it = o.launcher_flags.find("--ssh-cache-keep"); it != o.launcher_flags.end())
-    so.cache_keep = static_cast<unsigned>(std::stoul(it->second));
+  if (!o.ssh.cache_dir.empty()) so.cache_dir = o.ssh.cache_dir;
+  if (o.ssh.cache_keep) so.cache_keep = *o.ssh.cache_keep;
 
   struct host_sessions {
     std::vector<std::unique_ptr<ssh::session>> sessions;
@@ -146,7 +144,7 @@ TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
   std::string exe = tlaunch::detail::self_exe<launch_error>();
   std::string build_id = tlaunch::detail::file_build_id(exe);
 
-  // Every host at once; per host at most ssh_parallel handshakes at a time.
+  // Every host at once; per host at most --ssh-parallel handshakes at a time.
   std::vector<std::thread> workers;
   std::mutex mu;
   auto sessions_up = began;  // when the last host's sessions were logged in
@@ -157,9 +155,9 @@ TLAUNCH_DECL int run_ssh(const launch_plan& plan, output_printer& out) {
         auto spec = ssh::host_spec::parse(h);
         std::size_t want = per_node ? (count + nodes_per_session - 1) / nodes_per_session : 1;
         std::vector<std::unique_ptr<ssh::session>> got(want);
-        for (std::size_t base = 0; base < want; base += o.ssh_parallel) {
+        for (std::size_t base = 0; base < want; base += o.ssh.parallel) {
           std::vector<std::future<void>> batch;
-          for (std::size_t i = base; i < std::min(want, base + o.ssh_parallel); ++i)
+          for (std::size_t i = base; i < std::min(want, base + o.ssh.parallel); ++i)
             batch.push_back(std::async(std::launch::async, [&, i] {
               got[i] = std::make_unique<ssh::session>(ssh::session::connect(spec, so));
             }));

@@ -5,7 +5,6 @@
 
 #include <exception>
 #include <functional>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>

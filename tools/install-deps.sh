@@ -8,6 +8,7 @@ packages=(
   openssh-server openssh-client procps python3 python3-yaml
   iproute2 nftables
   slurm-wlm munge tmux
+  prometheus chromium
 )
 
 missing=()

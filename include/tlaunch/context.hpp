@@ -8,6 +8,7 @@
 #include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -33,6 +34,51 @@ struct context_access {
   }
 };
 }  // namespace detail
+
+// A node's own metric, served with the program's (--metrics, docs/guide/observing.md) and
+// labelled with the node instance. Cheap to keep and to copy; valid while the program runs.
+class metric_counter {
+ public:
+  explicit metric_counter(rpc::user_metric& m) : m_(&m) {}
+  // Adds n (a counter only grows: n < 0 throws std::invalid_argument).
+  void add(double n = 1) const {
+    if (n < 0) throw std::invalid_argument("a metric_counter only grows; use a gauge");
+    m_->add(n);
+  }
+  double value() const { return m_->get(); }
+
+ private:
+  rpc::user_metric* m_;
+};
+
+class metric_gauge {
+ public:
+  explicit metric_gauge(rpc::user_metric& m) : m_(&m) {}
+  void set(double v) const { m_->set(v); }
+  void add(double d) const { m_->add(d); }
+  double value() const { return m_->get(); }
+
+ private:
+  rpc::user_metric* m_;
+};
+
+// A node's metrics: ctx.metrics().counter("episodes").add(1). Each name is one metric of
+// this instance, made on first use; keep what counter() returns where it is used often.
+class node_metrics {
+ public:
+  node_metrics(rpc::metrics_registry& r, std::string instance)
+      : r_(&r), instance_(std::move(instance)) {}
+  metric_counter counter(std::string_view name) const {
+    return metric_counter(r_->user(instance_, std::string(name), true));
+  }
+  metric_gauge gauge(std::string_view name) const {
+    return metric_gauge(r_->user(instance_, std::string(name), false));
+  }
+
+ private:
+  rpc::metrics_registry* r_;
+  std::string instance_;
+};
 
 class context {
   friend struct detail::context_access;
@@ -84,6 +130,9 @@ class context {
   // it is shared by every node of the process. 0 turns it off.
   std::chrono::microseconds busy_poll() const { return rt_.busy_poll(); }
   void set_busy_poll(std::chrono::microseconds d) const { rt_.set_busy_poll(d); }
+
+  // This node's own counters and gauges (see node_metrics).
+  node_metrics metrics() const { return node_metrics(rt_.metrics(), inst_.id()); }
 
   // The IP address this process serves on ("127.0.0.1" when all local).
   std::string listen_host() const { return rt_.listen_host(); }

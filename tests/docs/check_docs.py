@@ -3,7 +3,8 @@
 
   check_docs.py snippets ROOT
       Every ```cpp block of ROOT/README.md and ROOT/docs/**/*.md must appear in the sources
-      that compile and run it: tests/readme/*.cpp, tests/docs/*.cpp or examples/*.cpp
+      that compile and run it: tests/readme/*.cpp, tests/docs/*.cpp, tests/observe/*.cpp (run
+      by observe_prometheus_tests) or examples/*.cpp
       (examples are built and run by tests/integration). Lines are compared with their
       leading and trailing whitespace removed, so a snippet may sit indented in a test.
       A block right after an HTML comment `<!-- not compiled: REASON -->` is skipped.
@@ -18,7 +19,7 @@ import re
 import subprocess
 import sys
 
-SNIPPET_SOURCES = ["tests/readme/*.cpp", "tests/docs/*.cpp", "examples/*.cpp"]
+SNIPPET_SOURCES = ["tests/readme/*.cpp", "tests/docs/*.cpp", "tests/observe/*.cpp", "examples/*.cpp"]
 NOT_COMPILED = re.compile(r"<!--\s*not compiled:\s*\S.*?-->")
 
 

@@ -57,6 +57,10 @@ struct options : tlaunch::launch_settings {
   std::string hostfile;
   std::map<std::string, std::vector<std::string>> place;
   std::string coordinator_host;  // address remote nodes dial back
+  // --metrics=ADDR:PORT: the launcher serves its processes' metrics in Prometheus's format;
+  // --dashboard=ADDR:PORT: a live page of the program (launch/observe/); --endpoint-token:
+  // the token both require off loopback ("": derived from the launch secret and printed).
+  std::string metrics, dashboard, endpoint_token;
   ssh_flags ssh;
   slurm_flags slurm;
   k8s_flags k8s;
@@ -174,6 +178,20 @@ Launch:
   --tls                    encrypt every connection between processes (TLS 1.3,
                            keyed from the launch's secret: no files to manage);
                            local_mt makes no connections unless --force-wire
+Observe:
+  --metrics=ADDR:PORT      serve every node process's metrics (calls, errors and
+                           latency per edge, calls served, CPU, memory, the nodes'
+                           own) in Prometheus's text format at
+                           http://ADDR:PORT/metrics, gathered every second (port 0:
+                           any free one, printed; local_mp, ssh, slurm)
+  --dashboard=ADDR:PORT    serve a live page of the program at http://ADDR:PORT/:
+                           its graph with calls per second and p99 on each edge,
+                           its processes (host, pid, state, restarts, memory, CPU,
+                           last output), each method's rate and latency, and the
+                           launcher's events (local_mp, ssh, slurm)
+  --endpoint-token=TOKEN   the token --metrics and --dashboard require off
+                           loopback (Authorization: Bearer TOKEN, or ?token=TOKEN);
+                           default: derived from the launch secret and printed
 Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
@@ -387,6 +405,17 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       flag_only();
       o.tls = true;
       o.passthrough.push_back("--tls");
+    } else if (name == "--metrics") {
+      o.metrics = need();
+      if (o.metrics.find(':') == std::string::npos)
+        throw usage_error("--metrics: '" + o.metrics + "' is not ADDR:PORT (e.g. 127.0.0.1:9100)");
+    } else if (name == "--dashboard") {
+      o.dashboard = need();
+      if (o.dashboard.find(':') == std::string::npos)
+        throw usage_error("--dashboard: '" + o.dashboard + "' is not ADDR:PORT (e.g. 127.0.0.1:8080)");
+    } else if (name == "--endpoint-token") {
+      o.endpoint_token = need();
+      if (o.endpoint_token.empty()) throw usage_error("--endpoint-token: the token is empty");
     } else if (name == "--hosts") {
       for (auto& h : detail::split(need(), ',')) o.hosts.push_back(h);
     } else if (name == "--hostfile") {
@@ -431,6 +460,20 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
   check_terminal(o);
+  for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--metrics", o.metrics},
+                                     {"--dashboard", o.dashboard}}) {
+    if (value.empty()) continue;
+    if (o.launch == "local_mt")
+      throw usage_error(flag + "=" + value +
+                        ": the launcher gathers what it shows from node processes, and "
+                        "--launch=local_mt runs none; use --launch=local_mp (or ssh, slurm)");
+    if (o.launch == "k8s")
+      throw usage_error(flag + "=" + value +
+                        ": --launch=k8s writes manifests and runs nothing here; use "
+                        "--launch=local_mp, ssh or slurm");
+  }
+  if (!o.endpoint_token.empty() && o.metrics.empty() && o.dashboard.empty())
+    throw usage_error("--endpoint-token: there is no --metrics or --dashboard endpoint to protect");
   return o;
 }
 

@@ -461,6 +461,7 @@ void start_future_call(rpc::runtime& rt, std::uint32_t flat, instance* direct,
     std::shared_ptr<connection> held;
     if (connection* conn = rt.connection_for(flat, why, held)) {
       s->target = call_target{&rt, flat, m.name};
+      s->method_name = m.name;
       const wire::frame_header h{.type = wire::kind::call, .target = flat, .method = m.id};
       if constexpr (small_args<Args>) {
         // Nothing needs its id: it may join the batch's other calls.

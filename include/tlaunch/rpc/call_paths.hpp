@@ -88,7 +88,9 @@ class call_op : public pending_call, public std::enable_shared_from_this<call_op
  public:
   call_op(rpc::runtime& r, std::uint32_t f, instance* d, std::chrono::milliseconds t,
           std::uint64_t method_id, std::string_view name, method_kind k)
-      : target{&r, f, name}, rt(r), flat(f), direct(d), timeout(t), method(method_id), kind(k) {}
+      : target{&r, f, name}, rt(r), flat(f), direct(d), timeout(t), method(method_id), kind(k) {
+    method_name = name;
+  }
 
   // ---- Typed hooks (call.hpp)
   // Serializes the arguments into a call frame with header h and starts it on conn, this

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,6 +31,12 @@ class pending_call {
   void fail_closed(const std::string& why, bool by_stop) {
     by_stop ? fail_stopping(why) : fail_unavailable(why);
   }
+
+  // For the process's counts (rpc/metrics.hpp): the method's name, set by whoever starts
+  // the call; the connection's entry and the call's start, set when it is registered.
+  std::string_view method_name;
+  void* metrics_entry = nullptr;
+  std::int64_t metrics_started = 0;
 };
 
 class call_table {

@@ -58,6 +58,7 @@
 #include "frame_writer.hpp"
 #include "handshake.hpp"
 #include "io_thread.hpp"
+#include "metrics.hpp"
 
 namespace tlaunch::rpc {
 
@@ -95,6 +96,8 @@ struct connection_config : hello_identity {
       std::make_shared<std::atomic<std::uint32_t>>(0);
   std::shared_ptr<tlaunch::detail::log_limiter> bad_peer_log =
       std::make_shared<tlaunch::detail::log_limiter>();
+  // The process's counts of its calls (rpc/metrics.hpp), shared by every copy.
+  std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
   // Once ready, a ping every interval, and the connection closed after three
   // intervals without a byte from the peer (0: off). With heartbeats, every socket also
   // has a TCP_USER_TIMEOUT of three intervals: data the peer's host does not acknowledge
@@ -200,6 +203,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void unregister_running(std::uint64_t call_id);
 
   std::size_t pending_count() const;
+  // Bytes queued and not yet written (0 once closed).
+  std::uint64_t unsent_bytes() const;
 
 
  private:
@@ -317,6 +322,7 @@ class connection : public std::enable_shared_from_this<connection> {
     }
     h.call_id = calls_.next_id();
     enqueue(h);
+    count_call_locked(*p, h.target, h.method, wire::header_size + h.size, metrics_now());
     calls_.insert(h.call_id, std::move(p));
     kick_locked(lk);
     return h.call_id;
@@ -326,6 +332,24 @@ class connection : public std::enable_shared_from_this<connection> {
   // call) under one lock: ids in order, written into the frames, which are
   // queued as one piece. When the connection is closed they fail at once.
   void register_calls(std::span<char> frames, std::span<std::shared_ptr<void>> pendings);
+
+  // Under the lock: p, a call to target's method of `bytes` on the wire, counts from now
+  // (rpc/metrics.hpp); its end is counted by count_end_locked.
+  void count_call_locked(pending_call& p, std::uint32_t target, std::uint64_t method,
+                         std::size_t bytes, std::int64_t now) {
+    if (!metrics_) metrics_ = cfg_->metrics->open_link();
+    call_stats* s = metrics_->calls_to(target, method, p.method_name);
+    s->calls.add(1);
+    s->bytes_out.add(bytes);
+    p.metrics_entry = s;
+    p.metrics_started = now;
+  }
+  static void count_end_locked(pending_call& p, call_outcome o, std::int64_t now,
+                               std::size_t reply_bytes) {
+    if (p.metrics_entry)
+      link_metrics::ended(*static_cast<call_stats*>(p.metrics_entry), o, p.metrics_started, now,
+                          reply_bytes);
+  }
 
   // Queues whole frames' bytes by copying them; dropped if closed.
   void send_bytes(std::span<const char> bytes);
@@ -411,6 +435,9 @@ class connection : public std::enable_shared_from_this<connection> {
     std::size_t count = 0;
   };
 
+  // How the call a reply or error reply ends, ended.
+  static call_outcome outcome_of(const wire::frame_header& h, std::span<const char> payload);
+
   // Completes the collected replies (a reply whose call was abandoned is dropped).
   void complete_replies(reply_run& run);
 
@@ -449,6 +476,9 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string peer_listen_, peer_name_;
   frame_queue pre_, out_;  // handshake frames; everything else (sent once ready)
   call_table calls_;
+  // This connection's counts, in cfg_->metrics: made under the lock by its first call or
+  // when it becomes ready (a stranger's connection costs none), read by the reader after.
+  std::shared_ptr<link_metrics> metrics_;
 
   // Writer-only state (one writer at a time, guarded by writing_).
   frame_writer writer_;

@@ -217,6 +217,7 @@ TLAUNCH_DECL void connection::become_ready() {
   {
     std::unique_lock lk(mu_);
     ready_ = true;
+    if (!closed_ && !metrics_) metrics_ = cfg_->metrics->open_link();
     end_unauthenticated_locked();
     arm_heartbeat_locked();
     kick_locked(lk);
@@ -248,6 +249,8 @@ TLAUNCH_DECL void connection::close_locked(std::unique_lock<tlaunch::detail::fas
     liveness_.cancel();
   }
   auto pending = calls_.take_all();
+  for (auto& p : pending) count_end_locked(*p, call_outcome::unavailable, 0, 0);
+  if (metrics_) cfg_->metrics->link_closed(metrics_);
   const bool by_stop = ended_by_stop_locked();
   pre_.clear();
   out_.clear();

@@ -140,6 +140,7 @@ TLAUNCH_DECL bool connection::handle_plain(std::size_t n) {
         }
         if (f.header.type == wire::kind::call) {  // the common frame: straight to the sink
           if (replies.count) complete_replies(replies);
+          if (metrics_) metrics_->served(f.header.target, f.header.method, wire::header_size + f.header.size);
           sink_->on_call(*this, f.header, f.payload);
           continue;
         }
@@ -198,13 +199,30 @@ TLAUNCH_DECL void connection::complete_replies(reply_run& run) {
   if (run.count == 0) return;
   std::shared_ptr<pending_call> taken[reply_run::capacity];
   {
+    const std::int64_t now = metrics_now();
     std::lock_guard lk(mu_);
-    for (std::size_t i = 0; i < run.count; ++i)
-      taken[i] = calls_.take(run.frames[i].header.call_id);
+    for (std::size_t i = 0; i < run.count; ++i) {
+      const auto& h = run.frames[i].header;
+      taken[i] = calls_.take(h.call_id);
+      if (taken[i]) count_end_locked(*taken[i], outcome_of(h, run.frames[i].payload), now,
+                                     wire::header_size + h.size);
+    }
   }
   std::size_t n = std::exchange(run.count, 0);
   for (std::size_t i = 0; i < n; ++i)
     if (taken[i]) taken[i]->complete(run.frames[i].header, run.frames[i].payload);
+}
+
+TLAUNCH_DECL call_outcome connection::outcome_of(const wire::frame_header& h,
+                                                 std::span<const char> payload) {
+  if (h.type == wire::kind::reply) return call_outcome::reply;
+  // An error reply's first byte is its code (wire::encode_error).
+  const auto code = payload.empty() ? 0 : static_cast<std::uint8_t>(payload[0]);
+  if (code == static_cast<std::uint8_t>(wire::error_code::remote_exception))
+    return call_outcome::remote_error;
+  if (code == static_cast<std::uint8_t>(wire::error_code::deadline_exceeded))
+    return call_outcome::timeout;
+  return call_outcome::bad_call;
 }
 
 TLAUNCH_DECL bool connection::after_frames() {
@@ -225,6 +243,7 @@ TLAUNCH_DECL bool connection::handle_frame(const wire::frame_header& h,
   if (!handshake_.ready()) return handle_handshake(h, payload);
   switch (h.type) {
     case wire::kind::call:
+      if (metrics_) metrics_->served(h.target, h.method, wire::header_size + h.size);
       sink_->on_call(*this, h, payload);
       return true;
     case wire::kind::reply:

@@ -57,11 +57,17 @@ TLAUNCH_DECL void connection::register_calls(std::span<char> frames,
     return;
   }
   std::size_t at = 0;
+  const std::int64_t now = metrics_now();
   for (auto& p : pendings) {
     char* f = frames.data() + at;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(f);
     const std::uint64_t id = calls_.next_id();
     wire::store_call_id(f, id);
-    at += wire::header_size + wire::detail::get32(reinterpret_cast<const unsigned char*>(f));
+    const std::size_t size = wire::header_size + wire::detail::get32(bytes);
+    at += size;
+    auto* call = static_cast<pending_call*>(p.get());
+    count_call_locked(*call, wire::detail::get32(bytes + 8), wire::detail::get64(bytes + 24), size,
+                      now);
     calls_.insert(id, std::static_pointer_cast<pending_call>(std::move(p)));
   }
   out_.push_bytes(frames.first(at));
@@ -72,6 +78,7 @@ TLAUNCH_DECL std::shared_ptr<pending_call> connection::abandon_call(std::uint64_
   std::unique_lock lk(mu_);
   auto p = calls_.take(call_id);
   if (!p) return nullptr;
+  count_end_locked(*p, call_outcome::abandoned, 0, 0);
   if (!closed_) {
     auto f = wire::make_small_frame();
     seal_small(f.span(), {.type = wire::kind::cancel, .call_id = call_id});
@@ -145,6 +152,11 @@ TLAUNCH_DECL bool connection::close_if_unread_locked(
   lk.unlock();
   log_bad_peer("unread output", "closing connection to " + peer + ": " + why);
   return true;
+}
+
+TLAUNCH_DECL std::uint64_t connection::unsent_bytes() const {
+  std::lock_guard lk(mu_);
+  return closed_ ? 0 : pre_.pushed() + out_.pushed() - writer_.written();
 }
 
 TLAUNCH_DECL bool connection::flushed() const {

@@ -24,6 +24,7 @@
 #include "connection_api.hpp"
 #include "instance.hpp"
 #include "io_thread.hpp"
+#include "metrics.hpp"
 
 namespace tlaunch::rpc {
 
@@ -77,6 +78,13 @@ class runtime final : public rpc::connection_sink {
     return nodes_.front();
   }
   std::string instance_id(std::uint32_t flat) const;
+
+  // ----- metrics (rpc/metrics.hpp) ---------------------------------------------------
+
+  // This process's counts now, as the process `process` ("worker/0"): its calls by edge,
+  // the calls it served, its users' metrics, CPU, memory, connections and unsent bytes.
+  metrics_sample sample_metrics(const std::string& process) const;
+  metrics_registry& metrics() const;
 
   // ----- hosting ---------------------------------------------------------------------
 
@@ -247,6 +255,10 @@ class runtime final : public rpc::connection_sink {
 // included (a program's own files then neither parse nor compile them).
 #if TLAUNCH_HEADER_DEFINITIONS
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <asio/ip/tcp.hpp>
 
@@ -324,6 +336,42 @@ TLAUNCH_DECL std::string runtime::instance_id(std::uint32_t flat) const {
   if (flat >= total_) return "spawned#" + std::to_string(flat - total_);
   const auto& n = node_of(flat);
   return std::string(n.name) + "/" + std::to_string(flat - n.first);
+}
+
+TLAUNCH_DECL metrics_registry& runtime::metrics() const { return *cfg_->metrics; }
+
+TLAUNCH_DECL metrics_sample runtime::sample_metrics(const std::string& process) const {
+  metrics_sample s;
+  s.process = process;
+  s.pid = static_cast<std::int64_t>(::getpid());
+  rusage ru{};
+  if (::getrusage(RUSAGE_SELF, &ru) == 0)
+    s.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                    static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long size = 0, resident = 0;
+    if (std::fscanf(f, "%llu %llu", &size, &resident) == 2)
+      s.rss_bytes = resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    std::fclose(f);
+  }
+  {
+    std::lock_guard lk(mu_);
+    auto count = [&](const std::shared_ptr<rpc::connection>& c) {
+      if (!c || c->closed()) return;
+      ++s.connections;
+      s.unsent_bytes += c->unsent_bytes();
+    };
+    for (const auto& [address, c] : by_address_) count(c);
+    for (const auto& c : accepted_) count(c);
+  }
+  cfg_->metrics->sample_into(
+      s, [this](std::uint32_t flat) { return instance_id(flat); },
+      [this](std::uint32_t flat, std::uint64_t method) -> std::string {
+        if (const rpc::instance* i = hosted(flat))
+          if (const dispatch_entry* e = i->find(method)) return std::string(e->name);
+        return "#" + std::to_string(method);
+      });
+  return s;
 }
 
 TLAUNCH_DECL rpc::instance& runtime::host(std::uint32_t flat) {

@@ -36,10 +36,12 @@ enum class kind : std::uint8_t {
   node_done = 19,     // node -> coordinator: run() returned (empty)
   node_failed = 20,   // node -> coordinator: run() threw (message, fault)
   stop_request = 21,  // node -> coordinator: ctx.stop_program() (empty)
+  metrics_request = 22,  // coordinator -> node: send a metrics sample (empty)
+  metrics = 23,          // node -> coordinator: its process's sample (rpc::metrics_sample)
 };
 
 constexpr bool is_known_kind(std::uint8_t k) {
-  return (k >= 1 && k <= 9) || (k >= 16 && k <= 21);
+  return (k >= 1 && k <= 9) || (k >= 16 && k <= 23);
 }
 
 // Error codes carried by error_reply.

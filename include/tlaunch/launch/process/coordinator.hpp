@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -52,6 +53,11 @@
 
 namespace tlaunch::launch {
 
+namespace observe {
+class http_endpoint;
+struct http_response;
+}
+
 // Starts the node process for `p` with the arguments `argv_tail` (the role and
 // the passthrough flags) plus --tlaunch-coordinator=<an address of this machine
 // that p.host reaches>:coordinator_port. Called on the coordinator's thread.
@@ -78,6 +84,7 @@ class coordinator final : public rpc::connection_sink {
   // nodes: the plan's (launch/plan.hpp), restart policies as the options say.
   coordinator(std::vector<tlaunch::rpc::node_info> nodes, const options& o,
               output_printer& out);
+  ~coordinator() override;
 
   // The launch secret, when it was chosen before the launch (--launch=k8s writes it into
   // a Secret); call before listen().
@@ -149,7 +156,36 @@ class coordinator final : public rpc::connection_sink {
     std::string replace_reason;
     std::unique_ptr<asio::steady_timer> restart_timer;  // the backoff
     std::chrono::steady_clock::time_point ended_at;
+    // --metrics, --dashboard: the process's last sample (a leader's slot), kept until it
+    // restarts; its pid as it registered.
+    std::shared_ptr<const rpc::metrics_sample> metrics, metrics_before;
+    std::chrono::steady_clock::time_point metrics_at, metrics_before_at;
+    std::int64_t pid = 0;
   };
+  // The dashboard's history: each method's calls per second and p99 (seconds; < 0: no call
+  // ended) over each second, summed over the edges that call it, the last 120 seconds.
+  struct method_point {
+    double t, rate, p99;
+  };
+  std::map<std::string, std::deque<method_point>> method_history_;
+  void record_history();
+
+  // --metrics and --dashboard (coordinator/observe.hpp): the endpoints, and a request for
+  // a sample to every process each second.
+  void start_observing();
+  std::unique_ptr<observe::http_endpoint> open_endpoint(
+      const std::string& flag, const std::string& address,
+      std::function<observe::http_response(std::string_view)> handler);
+  void ask_metrics();
+  std::string metrics_text() const;
+  std::string dashboard_state() const;
+  std::string endpoint_token_;  // "" until an endpoint off loopback needs one
+  struct event {
+    double t;  // seconds since run() started
+    std::string text;
+  };
+  mutable std::mutex events_mu_;  // the printer's observer adds from any thread
+  std::deque<event> events_;      // the launcher's lines, the last 200
 
   // Starts (again) the process of s; throws when it cannot be started.
   void start_process(slot& s);
@@ -241,6 +277,8 @@ class coordinator final : public rpc::connection_sink {
   std::chrono::steady_clock::time_point started_at_;
   std::chrono::milliseconds registered_after_{0}, stopped_after_{0};
   std::unique_ptr<tmux_terminal> terminal_;  // --terminal=tmux
+  asio::steady_timer metrics_timer_{io_};
+  std::unique_ptr<observe::http_endpoint> metrics_http_, dashboard_http_;
 
  public:
   std::chrono::milliseconds time_to_stop() const { return stopped_after_; }
@@ -251,6 +289,7 @@ class coordinator final : public rpc::connection_sink {
 // The members' definitions, by job.
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_PROCESS)
 #include "coordinator/control.hpp"
+#include "coordinator/observe.hpp"
 #include "coordinator/processes.hpp"
 #include "coordinator/stop.hpp"
 #endif

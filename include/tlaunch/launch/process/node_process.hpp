@@ -191,6 +191,9 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
   std::vector<std::shared_ptr<rpc::connection>> coords;
   for (std::size_t i = 0; i < flats.size(); ++i) coords.push_back(rt.connect(o.coordinator));
   auto coord = coords.front();
+  // The process as the launcher names it: its instances, joined by '+'.
+  std::string process_name;
+  for (std::uint32_t f : flats) process_name += (process_name.empty() ? "" : "+") + rt.instance_id(f);
   auto coord_of = [&](std::uint32_t f) -> rpc::connection& {
     return *coords[static_cast<std::size_t>(std::find(flats.begin(), flats.end(), f) -
                                             flats.begin())];
@@ -217,6 +220,13 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       if (update) return rt.update_directory(std::move(addrs));
       rt.set_directory(std::move(addrs));
       rt.start_runs();
+    } else if (h.type == wire::kind::metrics_request) {
+      // The launcher gathers its --metrics: this process's counts, on the connection asked.
+      if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+      wire::frame_buffer f;
+      wire::serialize_into(f, rt.sample_metrics(process_name));
+      f.seal({.type = wire::kind::metrics});
+      c->send(std::move(f));
     } else if (h.type == wire::kind::stop) {
       // Only the coordinator stops a node: a peer's stop frame is ignored.
       if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;

@@ -14,6 +14,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,13 @@ class output_printer {
     kept.emplace_back(line);
     if (kept.size() > keep_) kept.pop_front();
     if (!log_dir_.empty()) log_to_file(who, line);
+    if (observer_) observer_(who, line);
+  }
+
+  // Called with every line printed, under the printer's lock (it must not print); null: none.
+  void observe(std::function<void(std::string_view who, std::string_view line)> f) {
+    std::lock_guard lk(mu_);
+    observer_ = std::move(f);
   }
 
   // The last keep_lines lines (both streams) printed for `who`, oldest first.
@@ -121,6 +129,7 @@ class output_printer {
   std::size_t keep_;
   std::map<std::string, std::deque<std::string>> last_;
   std::map<std::string, std::unique_ptr<std::ofstream>> files_;
+  std::function<void(std::string_view, std::string_view)> observer_;
 };
 
 }  // namespace tlaunch::launch

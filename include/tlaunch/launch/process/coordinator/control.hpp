@@ -93,6 +93,21 @@ TLAUNCH_DECL void coordinator::on_control(const std::shared_ptr<rpc::connection>
   std::uint8_t f = 0;
   try {
     if (h.type == wire::kind::reg) wire::deserialize_from(payload, flat, address, pid);
+    if (h.type == wire::kind::metrics) {
+      auto sample = std::make_shared<rpc::metrics_sample>();
+      wire::deserialize_from(payload, *sample);
+      asio::post(io_, [this, c, sample = std::shared_ptr<const rpc::metrics_sample>(sample)] {
+        const auto now = std::chrono::steady_clock::now();
+        for (auto& x : slots_)
+          if (x.conn == c) {
+            x.metrics_before = std::move(x.metrics);
+            x.metrics_before_at = x.metrics_at;
+            x.metrics = sample;
+            x.metrics_at = now;
+          }
+      });
+      return;
+    }
     if (h.type == wire::kind::node_failed) {
       wire::deserialize_from(payload, text, f);
       if (f > static_cast<std::uint8_t>(fault::grace_overrun))
@@ -173,6 +188,7 @@ TLAUNCH_DECL void coordinator::on_control_frame(const std::shared_ptr<rpc::conne
     }
     slots_[flat].conn = c;
     slots_[flat].address = address;
+    slots_[flat].pid = pid;
     if (auto& leader = slots_[slots_[flat].leader]; leader.proc && !leader.exited)
       leader.proc->registered(static_cast<long>(pid));
     if (life_.stopping()) return send_stop(slots_[flat]);

@@ -29,6 +29,7 @@ TLAUNCH_DECL int coordinator::run(const std::vector<placement>& places, const sp
     s.where = s.place.host.empty() ? ids : ids + "@" + s.place.host;
   }
   if (opt_.terminal == "tmux") open_terminal(places);
+  start_observing();
   for (const auto& p : places) {
     auto& s = slots_[p.flat];
     if (s.leader != p.flat) continue;  // started with its group
@@ -168,6 +169,8 @@ TLAUNCH_DECL void coordinator::restart(slot& s) {
   ++s.gen;
   s.exited = s.replacing = s.killed = s.reported = s.stop_sent = s.stdin_closed = false;
   s.replace_reason.clear();
+  s.metrics.reset();  // the new process counts from zero
+  s.metrics_before.reset();
   if (terminal_) terminal_->line(s.where, "--- restarted ---");
   try {
     start_process(s);

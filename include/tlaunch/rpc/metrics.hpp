@@ -1,0 +1,316 @@
+// What a process counts of its calls, always on: per edge (the calls this process makes
+// to one instance's method) and per served method, and the user's own counters and gauges
+// (tlaunch::context::metrics). A connection counts into blocks of its own (link_metrics),
+// written by one thread at a time without read-modify-write instructions: the caller's
+// side under the connection's lock, which the call path takes anyway, the served side by
+// the connection's reader. A registry per process (metrics_registry) keeps the live blocks
+// and the totals of closed connections, and makes a sample (metrics_sample) on demand: the
+// launcher asks every node process for one (wire::kind::metrics_request) and serves them
+// (launch/observe/).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tlaunch::rpc {
+
+// A count written by one thread at a time (a plain load and store: no locked instruction)
+// and read by any.
+class metric_count {
+ public:
+  void add(std::uint64_t n) {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
+
+// Latency buckets: bucket k holds durations under 2^k microseconds (k < latency_buckets - 1);
+// the last one holds the rest.
+inline constexpr std::size_t latency_buckets = 25;
+inline std::size_t latency_bucket(std::int64_t ns) {
+  const auto us = static_cast<std::uint64_t>(ns < 0 ? 0 : ns) / 1000;
+  return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(us)), latency_buckets - 1);
+}
+
+// Nanoseconds of the steady clock.
+inline std::int64_t metrics_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// How a call this process made ended, as the connection saw it.
+enum class call_outcome : std::uint8_t {
+  reply,         // the method's result
+  remote_error,  // the method threw
+  timeout,       // the callee saw the caller's deadline pass
+  bad_call,      // refused: no such node or method, arguments that did not deserialize
+  abandoned,     // the caller stopped waiting (its deadline, a cancellation)
+  unavailable,   // the connection closed first
+};
+inline constexpr std::size_t call_outcomes = 6;
+
+// One edge: calls to instance `target`'s method `method`, from this process.
+struct call_stats {
+  std::uint32_t target = 0;
+  std::uint64_t method = 0;
+  std::string name;  // "Service::method"
+  metric_count calls, bytes_out, bytes_in, latency_ns;
+  std::array<metric_count, call_outcomes> ended;
+  std::array<metric_count, latency_buckets> latency;
+};
+
+// Calls of instance `target`'s method `method` that this process served.
+struct served_stats {
+  std::uint32_t target = 0;
+  std::uint64_t method = 0;
+  metric_count calls, bytes_in;
+};
+
+// One connection's counts. Its entries are found by their writers without a lock (the
+// caller's side under the connection's lock, the served side by its reader) and added
+// under mu, which a sample also takes.
+class link_metrics {
+ public:
+  // Caller's side; under the connection's lock.
+  call_stats* calls_to(std::uint32_t target, std::uint64_t method, std::string_view name) {
+    if (last_call_ && last_call_->target == target && last_call_->method == method)
+      return last_call_;
+    for (auto& c : calls_)
+      if (c->target == target && c->method == method) return last_call_ = c.get();
+    auto c = std::make_unique<call_stats>();
+    c->target = target;
+    c->method = method;
+    c->name = std::string(name);
+    std::lock_guard lk(mu_);
+    calls_.push_back(std::move(c));
+    return last_call_ = calls_.back().get();
+  }
+  // A call's end; under the connection's lock.
+  static void ended(call_stats& s, call_outcome o, std::int64_t started, std::int64_t now,
+                    std::size_t reply_bytes) {
+    s.ended[static_cast<std::size_t>(o)].add(1);
+    if (o == call_outcome::abandoned || o == call_outcome::unavailable) return;
+    s.bytes_in.add(reply_bytes);
+    s.latency_ns.add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - started)));
+    s.latency[latency_bucket(now - started)].add(1);
+  }
+  // Served side; on the connection's reader.
+  void served(std::uint32_t target, std::uint64_t method, std::size_t bytes) {
+    served_stats* s = last_served_;
+    if (!s || s->target != target || s->method != method) {
+      s = nullptr;
+      for (auto& x : served_)
+        if (x->target == target && x->method == method) s = x.get();
+      if (!s) {
+        auto n = std::make_unique<served_stats>();
+        n->target = target;
+        n->method = method;
+        std::lock_guard lk(mu_);
+        served_.push_back(std::move(n));
+        s = served_.back().get();
+      }
+      last_served_ = s;
+    }
+    s->calls.add(1);
+    s->bytes_in.add(bytes);
+  }
+
+  template <class F, class G>
+  void visit(F&& on_call, G&& on_served) const {
+    std::lock_guard lk(mu_);
+    for (const auto& c : calls_) on_call(*c);
+    for (const auto& s : served_) on_served(*s);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<call_stats>> calls_;
+  std::vector<std::unique_ptr<served_stats>> served_;
+  call_stats* last_call_ = nullptr;
+  served_stats* last_served_ = nullptr;
+};
+
+// ---- Samples: what a node process sends the launcher (cereal-serializable) --------------
+
+struct call_sample {
+  std::string callee;  // "ps/0"
+  std::string method;  // "ParameterServer::get"
+  std::uint64_t calls = 0, bytes_out = 0, bytes_in = 0, latency_ns = 0;
+  std::vector<std::uint64_t> ended;    // by call_outcome
+  std::vector<std::uint64_t> latency;  // by latency bucket, not cumulative
+  // Calls started and not ended.
+  std::uint64_t in_flight() const {
+    std::uint64_t e = 0;
+    for (auto n : ended) e += n;
+    return calls > e ? calls - e : 0;
+  }
+  template <class A>
+  void serialize(A& a) {
+    a(callee, method, calls, bytes_out, bytes_in, latency_ns, ended, latency);
+  }
+};
+
+struct served_sample {
+  std::string instance, method;
+  std::uint64_t calls = 0, bytes_in = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(instance, method, calls, bytes_in);
+  }
+};
+
+// A user's metric (tlaunch::context::metrics).
+struct user_sample {
+  std::string instance, name;
+  bool counter = true;  // else a gauge
+  double value = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(instance, name, counter, value);
+  }
+};
+
+struct metrics_sample {
+  std::string process;  // the node process's role: "worker/0", or a group's "a/0,b/0"
+  std::int64_t pid = 0;
+  double cpu_seconds = 0;
+  std::uint64_t rss_bytes = 0;
+  std::uint32_t connections = 0;
+  std::uint64_t unsent_bytes = 0;
+  std::vector<call_sample> calls;
+  std::vector<served_sample> served;
+  std::vector<user_sample> user;
+  template <class A>
+  void serialize(A& a) {
+    a(process, pid, cpu_seconds, rss_bytes, connections, unsent_bytes, calls, served, user);
+  }
+};
+
+// ---- The process's registry ------------------------------------------------------------
+
+// A user's counter or gauge: a value any thread may change.
+class user_metric {
+ public:
+  void add(double d) {
+    double v = value_.load(std::memory_order_relaxed);
+    while (!value_.compare_exchange_weak(v, v + d, std::memory_order_relaxed)) {
+    }
+  }
+  void set(double d) { value_.store(d, std::memory_order_relaxed); }
+  double get() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+class metrics_registry {
+ public:
+  // A connection's block, kept until link_closed folds it into the totals.
+  std::shared_ptr<link_metrics> open_link() {
+    auto l = std::make_shared<link_metrics>();
+    std::lock_guard lk(mu_);
+    live_.push_back(l);
+    return l;
+  }
+  void link_closed(const std::shared_ptr<link_metrics>& l) {
+    std::lock_guard lk(mu_);
+    auto it = std::find(live_.begin(), live_.end(), l);
+    if (it == live_.end()) return;
+    add_to(closed_calls_, closed_served_, *l);
+    live_.erase(it);
+  }
+
+  // The user's metric `name` of instance `instance` (made on first use; never removed).
+  user_metric& user(const std::string& instance, const std::string& name, bool counter) {
+    std::lock_guard lk(mu_);
+    auto& e = user_[{instance, name}];
+    if (!e.second) e = {counter, std::make_unique<user_metric>()};
+    return *e.second;
+  }
+
+  // Every count so far; names of targets and served methods through the functions given.
+  template <class InstanceName, class MethodName>
+  void sample_into(metrics_sample& out, InstanceName&& instance_name,
+                   MethodName&& served_method_name) const {
+    call_totals calls;
+    served_totals served;
+    std::vector<std::pair<std::pair<std::string, std::string>, std::pair<bool, double>>> user;
+    {
+      std::lock_guard lk(mu_);
+      calls = closed_calls_;
+      served = closed_served_;
+      for (const auto& l : live_) add_to(calls, served, *l);
+      for (const auto& [k, v] : user_) user.push_back({k, {v.first, v.second->get()}});
+    }
+    for (const auto& [k, v] : calls) {
+      call_sample c;
+      c.callee = instance_name(k.first);
+      c.method = v.name;
+      c.calls = v.calls;
+      c.bytes_out = v.bytes_out;
+      c.bytes_in = v.bytes_in;
+      c.latency_ns = v.latency_ns;
+      c.ended.assign(v.ended.begin(), v.ended.end());
+      c.latency.assign(v.latency.begin(), v.latency.end());
+      out.calls.push_back(std::move(c));
+    }
+    for (const auto& [k, v] : served)
+      out.served.push_back({instance_name(k.first), served_method_name(k.first, k.second),
+                            v.first, v.second});
+    for (const auto& [k, v] : user) out.user.push_back({k.first, k.second, v.first, v.second});
+  }
+
+ private:
+  struct call_total {
+    std::string name;
+    std::uint64_t calls = 0, bytes_out = 0, bytes_in = 0, latency_ns = 0;
+    std::array<std::uint64_t, call_outcomes> ended{};
+    std::array<std::uint64_t, latency_buckets> latency{};
+  };
+  using key = std::pair<std::uint32_t, std::uint64_t>;
+  using call_totals = std::map<key, call_total>;
+  using served_totals = std::map<key, std::pair<std::uint64_t, std::uint64_t>>;
+
+  static void add_to(call_totals& calls, served_totals& served, const link_metrics& l) {
+    l.visit(
+        [&](const call_stats& s) {
+          auto& t = calls[{s.target, s.method}];
+          t.name = s.name;
+          t.calls += s.calls.get();
+          t.bytes_out += s.bytes_out.get();
+          t.bytes_in += s.bytes_in.get();
+          t.latency_ns += s.latency_ns.get();
+          for (std::size_t i = 0; i < call_outcomes; ++i) t.ended[i] += s.ended[i].get();
+          for (std::size_t i = 0; i < latency_buckets; ++i) t.latency[i] += s.latency[i].get();
+        },
+        [&](const served_stats& s) {
+          auto& t = served[{s.target, s.method}];
+          t.first += s.calls.get();
+          t.second += s.bytes_in.get();
+        });
+  }
+
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<link_metrics>> live_;
+  call_totals closed_calls_;
+  served_totals closed_served_;
+  std::map<std::pair<std::string, std::string>, std::pair<bool, std::unique_ptr<user_metric>>>
+      user_;
+};
+
+}  // namespace tlaunch::rpc

@@ -1,0 +1,262 @@
+// The counts of a process's calls (rpc/metrics.hpp), their Prometheus text
+// (launch/observe/prometheus.hpp) and the launcher's HTTP endpoint
+// (launch/observe/http_endpoint.hpp), without processes.
+#include <doctest/doctest.h>
+
+#include <tlaunch/launch/observe/http_endpoint.hpp>
+#include <tlaunch/launch/observe/prometheus.hpp>
+#include <tlaunch/rpc/metrics.hpp>
+
+#include <asio/executor_work_guard.hpp>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "http_get.hpp"
+
+using namespace tlaunch;
+using tlaunch::test_support::http_get;
+using tlaunch::test_support::http_raw;
+
+namespace {
+
+// The value of the first line that starts with `series` (name and labels) followed by a space.
+double value_of(const std::string& text, const std::string& series) {
+  auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  at += series.size() + 2;
+  return std::stod(text.substr(at, text.find('\n', at) - at));
+}
+
+// An io_context run on a thread of its own while the test runs.
+struct io_thread {
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread t;
+  void start() { t = std::thread([this] { io.run(); }); }
+  ~io_thread() {
+    work.reset();
+    io.stop();
+    if (t.joinable()) t.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("latency buckets: bucket k holds durations under 2^k microseconds") {
+  CHECK(rpc::latency_bucket(0) == 0);
+  CHECK(rpc::latency_bucket(999) == 0);     // under 1 us
+  CHECK(rpc::latency_bucket(1000) == 1);    // 1 us: under 2 us
+  CHECK(rpc::latency_bucket(3999) == 2);    // 3.999 us: under 4 us
+  CHECK(rpc::latency_bucket(4000) == 3);
+  CHECK(rpc::latency_bucket(-5) == 0);
+  CHECK(rpc::latency_bucket(std::int64_t{1} << 62) == rpc::latency_buckets - 1);
+}
+
+TEST_CASE("a connection's counts reach the sample, and stay there after it closes") {
+  rpc::metrics_registry reg;
+  auto link = reg.open_link();
+  rpc::call_stats* add = link->calls_to(3, 77, "PS::add");
+  CHECK(link->calls_to(3, 77, "PS::add") == add);  // found again
+  rpc::call_stats* other = link->calls_to(4, 77, "PS::add");
+  CHECK(other != add);
+  for (int i = 0; i < 5; ++i) {
+    add->calls.add(1);
+    add->bytes_out.add(40);
+  }
+  rpc::link_metrics::ended(*add, rpc::call_outcome::reply, 1'000, 51'000, 48);  // 50 us
+  rpc::link_metrics::ended(*add, rpc::call_outcome::reply, 0, 3'000'000, 48);   // 3 ms
+  rpc::link_metrics::ended(*add, rpc::call_outcome::remote_error, 0, 10'000, 60);
+  rpc::link_metrics::ended(*add, rpc::call_outcome::unavailable, 0, 0, 0);
+  link->served(2, 9, 100);
+  link->served(2, 9, 100);
+  link->served(2, 10, 1);
+  reg.user("worker/0", "rounds", true).add(7);
+  reg.user("worker/0", "loss", false).set(0.25);
+
+  auto names = [](std::uint32_t f) { return "node/" + std::to_string(f); };
+  auto methods = [](std::uint32_t, std::uint64_t m) { return "M" + std::to_string(m); };
+  auto check = [&](const rpc::metrics_sample& s) {
+    REQUIRE(s.calls.size() == 2);
+    const rpc::call_sample& c = s.calls[0];  // (3, 77) sorts before (4, 77)
+    CHECK(c.callee == "node/3");
+    CHECK(c.method == "PS::add");
+    CHECK(c.calls == 5);
+    CHECK(c.bytes_out == 200);
+    CHECK(c.bytes_in == 48 + 48 + 60);  // an unavailable call received nothing
+    CHECK(c.ended[static_cast<std::size_t>(rpc::call_outcome::reply)] == 2);
+    CHECK(c.ended[static_cast<std::size_t>(rpc::call_outcome::remote_error)] == 1);
+    CHECK(c.ended[static_cast<std::size_t>(rpc::call_outcome::unavailable)] == 1);
+    CHECK(c.in_flight() == 1);
+    CHECK(c.latency[rpc::latency_bucket(50'000)] == 1);
+    CHECK(c.latency[rpc::latency_bucket(3'000'000)] == 1);
+    CHECK(c.latency_ns == 50'000 + 3'000'000 + 10'000);
+    REQUIRE(s.served.size() == 2);
+    CHECK(s.served[0].instance == "node/2");
+    CHECK(s.served[0].method == "M9");
+    CHECK(s.served[0].calls == 2);
+    CHECK(s.served[0].bytes_in == 200);
+    REQUIRE(s.user.size() == 2);
+  };
+  rpc::metrics_sample live;
+  reg.sample_into(live, names, methods);
+  check(live);
+  reg.link_closed(link);
+  link.reset();
+  rpc::metrics_sample after;
+  reg.sample_into(after, names, methods);
+  check(after);
+}
+
+TEST_CASE("the Prometheus text: families once, labels escaped, histograms cumulative") {
+  rpc::metrics_sample s;
+  s.process = "worker/1";
+  s.cpu_seconds = 1.5;
+  s.rss_bytes = 1 << 20;
+  s.connections = 2;
+  rpc::call_sample c;
+  c.callee = "ps/0";
+  c.method = "PS::add";
+  c.calls = 4;
+  c.ended.assign(rpc::call_outcomes, 0);
+  c.ended[0] = 3;
+  c.latency.assign(rpc::latency_buckets, 0);
+  c.latency[2] = 2;  // under 4 us
+  c.latency[5] = 1;  // under 32 us
+  c.latency_ns = 20'000;
+  s.calls.push_back(c);
+  s.served.push_back({"worker/1", "Worker::poke", 9, 90});
+  s.user.push_back({"worker/1", "episodes done", true, 12});
+  s.user.push_back({"worker/1", "loss", false, 0.5});
+  std::vector<launch::observe::process_metrics> ps = {
+      {"worker/1", "host\"a\nb", 2, true, &s},
+      {"ps/0", "", 0, false, nullptr},
+  };
+  const std::string text = launch::observe::render_prometheus(ps, 3);
+  INFO(text);
+  const std::string edge =
+      "process=\"worker/1\",node=\"worker\",replica=\"1\",host=\"host\\\"a\\nb\","
+      "peer=\"ps/0\",method=\"PS::add\"";
+  CHECK(value_of(text, "tlaunch_calls_total{" + edge + "}") == 4);
+  CHECK(value_of(text, "tlaunch_calls_in_flight{" + edge + "}") == 1);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_bucket{" + edge + ",le=\"1e-06\"}") == 0);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_bucket{" + edge + ",le=\"4e-06\"}") == 2);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_bucket{" + edge + ",le=\"1.6e-05\"}") == 2);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_bucket{" + edge + ",le=\"3.2e-05\"}") == 3);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_bucket{" + edge + ",le=\"+Inf\"}") == 3);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_count{" + edge + "}") == 3);
+  CHECK(value_of(text, "tlaunch_call_duration_seconds_sum{" + edge + "}") ==
+        doctest::Approx(2e-5));
+  CHECK(value_of(text, "tlaunch_call_errors_total{" + edge + ",kind=\"remote_error\"}") == 0);
+  CHECK(value_of(text, "tlaunch_process_restarts_total{process=\"worker/1\",node=\"worker\","
+                       "replica=\"1\",host=\"host\\\"a\\nb\"}") == 2);
+  CHECK(value_of(text, "tlaunch_process_up{process=\"ps/0\",node=\"ps\",replica=\"0\","
+                       "host=\"\"}") == 0);
+  CHECK(value_of(text, "tlaunch_served_calls_total{process=\"worker/1\",node=\"worker\","
+                       "replica=\"1\",host=\"host\\\"a\\nb\",method=\"Worker::poke\"}") == 9);
+  CHECK(text.find("tlaunch_user_episodes_done_total{") != std::string::npos);
+  CHECK(text.find("# TYPE tlaunch_user_loss gauge\n") != std::string::npos);
+  CHECK(value_of(text, "tlaunch_launcher_instances") == 3);
+  // Each family's HELP and TYPE once, and its lines together.
+  for (std::string family : {"tlaunch_calls_total", "tlaunch_call_duration_seconds",
+                             "tlaunch_process_up"}) {
+    CHECK(launch::observe::exposition{}.text().empty());
+    std::size_t types = 0;
+    for (auto at = text.find("# TYPE " + family + " "); at != std::string::npos;
+         at = text.find("# TYPE " + family + " ", at + 1))
+      ++types;
+    CHECK(types == 1);
+  }
+  // Every line is a comment or NAME{LABELS} VALUE.
+  std::regex line(R"(^(# (HELP|TYPE) .*|[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+)$)");
+  std::size_t from = 0;
+  while (from < text.size()) {
+    auto nl = text.find('\n', from);
+    std::string l = text.substr(from, nl - from);
+    CHECK_MESSAGE(std::regex_match(l, line), l);
+    from = nl + 1;
+  }
+}
+
+TEST_CASE("the endpoint: GET only, statuses that say what was wrong, a token off loopback") {
+  io_thread t;
+  std::string token;
+  SUBCASE("no token") {}
+  SUBCASE("a token") { token = "s3cret"; }
+  launch::observe::http_endpoint ep(
+      t.io, {asio::ip::make_address("127.0.0.1"), 0}, token,
+      [](std::string_view path) -> launch::observe::http_response {
+        if (path == "/metrics") return {200, "text/plain", "up 1\n"};
+        return {404, "text/plain", "not found\n"};
+      });
+  t.start();
+  const auto port = ep.port();
+  const std::string auth = token.empty() ? "" : "Authorization: Bearer " + token + "\r\n";
+  auto r = http_get("127.0.0.1", port, "/metrics", auth);
+  CHECK(r.status == 200);
+  CHECK(r.body == "up 1\n");
+  CHECK(r.headers.find("Content-Length: 5") != std::string::npos);
+  CHECK(http_get("127.0.0.1", port, "/nothing", auth).status == 404);
+  CHECK(http_raw("127.0.0.1", port, "POST /metrics HTTP/1.1\r\n" + auth + "\r\n").status == 405);
+  CHECK(http_raw("127.0.0.1", port, "garbage\r\n\r\n").status == 400);
+  CHECK(http_raw("127.0.0.1", port, std::string(20000, 'x')).status == 413);
+  if (!token.empty()) {
+    auto denied = http_get("127.0.0.1", port, "/metrics");
+    CHECK(denied.status == 401);
+    CHECK(denied.body.find("token") != std::string::npos);
+    CHECK(http_get("127.0.0.1", port, "/metrics", "Authorization: Bearer wrong\r\n").status ==
+          401);
+    CHECK(http_get("127.0.0.1", port, "/metrics?token=" + token).status == 200);
+    CHECK(http_get("127.0.0.1", port, "/metrics", "authorization: Bearer " + token + "\r\n")
+              .status == 200);
+  }
+}
+
+TEST_CASE("the endpoint: idle and slow clients are closed, and it keeps answering") {
+  io_thread t;
+  launch::observe::http_endpoint ep(
+      t.io, {asio::ip::make_address("127.0.0.1"), 0}, "",
+      [](std::string_view) -> launch::observe::http_response { return {200, "text/plain", "ok\n"}; },
+      std::chrono::milliseconds(300));
+  t.start();
+  const auto port = ep.port();
+  // More idle connections than it serves at once: the extra ones are closed at once, the
+  // others after the timeout; then a request is answered.
+  std::vector<int> idle;
+  for (std::size_t i = 0; i < launch::observe::http_endpoint::max_clients + 8; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    idle.push_back(fd);
+  }
+  // Each idle connection ends (EOF) within a generous multiple of the timeout.
+  for (int fd : idle) {
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    CHECK(::recv(fd, &c, 1, 0) <= 0);
+    ::close(fd);
+  }
+  CHECK(http_get("127.0.0.1", port, "/").body == "ok\n");
+}
+
+TEST_CASE("endpoints: ADDR:PORT, or an error naming what is wrong") {
+  std::string why;
+  auto ep = launch::observe::parse_endpoint("127.0.0.1:9100", why);
+  REQUIRE(ep);
+  CHECK(ep->port() == 9100);
+  CHECK(launch::observe::parse_endpoint("[::1]:0", why)->address().is_v6());
+  CHECK_FALSE(launch::observe::parse_endpoint("localhost:9100", why));
+  CHECK(why.find("'localhost' is not an IP address") != std::string::npos);
+  CHECK_FALSE(launch::observe::parse_endpoint("127.0.0.1:99999", why));
+  CHECK(why.find("not a port") != std::string::npos);
+  CHECK_FALSE(launch::observe::parse_endpoint("9100", why));
+  CHECK(why.find("not ADDR:PORT") != std::string::npos);
+}

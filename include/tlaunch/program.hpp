@@ -401,6 +401,9 @@ void host_node(rpc::runtime& rt, const Spec& spec, std::uint32_t flat) {
     inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
     inst.methods = rpc::dispatch_table<T>::get();
     inst.run_context = context_access::make(rt, inst);
+    // A node type that reports its own state (the data store) gets its node's metrics.
+    if constexpr (requires(T& t, const node_metrics& m) { t.use_metrics(m); })
+      obj->use_metrics(context_access::of(inst).metrics());
     if constexpr (has_run<T>) {
       inst.start_run = [&rt](rpc::instance& i) {
         rpc::spawn_run(rt, i, run_body<T>(i.object, &context_access::of(i)));

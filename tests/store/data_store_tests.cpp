@@ -1,4 +1,5 @@
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/io_context.hpp>
@@ -340,5 +341,37 @@ TEST_SUITE("data_store") {
     CHECK(info_of(info, "queue").inserts == static_cast<std::int64_t>(n));
     CHECK(info_of(info, "twice").samples == static_cast<std::int64_t>(2 * n));
     CHECK(info_of(info, "twice").size == 0);
+  }
+
+  TEST_CASE("its node's metrics: items, waiting callers, inserts, samples, time held") {
+    data_store ds(store::table_config{.name = "min", .limiter = store::min_size(2)});
+    tlaunch::rpc::metrics_registry reg;
+    ds.use_metrics(tlaunch::node_metrics(reg, "replay/0"));
+    auto value = [&](const std::string& name) {
+      tlaunch::rpc::metrics_sample s;
+      reg.sample_into(s, [](std::uint32_t) { return std::string(); },
+                      [](std::uint32_t, std::uint64_t) { return std::string(); });
+      for (const auto& u : s.user)
+        if (u.instance == "replay/0" && u.name == name) return u.value;
+      return -1.0;
+    };
+    CHECK(value("store_min_items") == 0);
+    // A sample that waits for the second item, while the node's strand runs the insert.
+    asio::io_context io;
+    std::vector<store::sampled_item> got;
+    asio::co_spawn(io, ds.sample("min", 1), [&](std::exception_ptr e, std::vector<store::sampled_item> v) {
+      REQUIRE(!e);
+      got = std::move(v);
+    });
+    io.run_for(std::chrono::milliseconds(50));
+    CHECK(value("store_min_waiting") == 1);
+    asio::co_spawn(io, ds.insert("min", items({"a", "b"})), asio::detached);
+    io.run();
+    REQUIRE(got.size() == 1);
+    CHECK(value("store_min_items") == 2);
+    CHECK(value("store_min_waiting") == 0);
+    CHECK(value("store_min_inserts") == 2);
+    CHECK(value("store_min_samples") == 1);
+    CHECK(value("store_min_rate_limited_seconds") >= 0.04);  // held for the 50 ms above
   }
 }

@@ -26,12 +26,14 @@
 #include <fstream>
 #include <list>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "../context.hpp"
 #include "../service.hpp"
 #include "table.hpp"
 
@@ -117,11 +119,15 @@ class data_store {
         w.key = it.key;
         w.priority = it.priority;
         w.data = std::move(it.data);
+        const auto since = std::chrono::steady_clock::now();
+        publish(h, 1);
         co_await wait(h.inserters, w);
+        waited(h, since);
         keys.push_back(w.key);
       }
       serve_waiters(h);
     }
+    publish(h);
     co_return keys;
   }
 
@@ -138,9 +144,13 @@ class data_store {
       waiter w(co_await asio::this_coro::executor);
       w.out = &out;
       w.max_items = max_items;
+      const auto since = std::chrono::steady_clock::now();
+      publish(h, 1);
       co_await wait(h.samplers, w);
+      waited(h, since);
     }
     serve_waiters(h);
+    publish(h);
     co_return out;
   }
 
@@ -161,6 +171,7 @@ class data_store {
     std::uint64_t n = 0;
     for (auto k : keys) n += h.t.erase(k);
     serve_waiters(h);
+    publish(h);
     return n;
   }
 
@@ -181,6 +192,19 @@ class data_store {
     if (path.empty()) throw std::runtime_error("data_store: no checkpoint path configured");
     write_checkpoint(path);
     return path;
+  }
+
+  // Its node's metrics (docs/guide/observing.md), given when the node is hosted: per table
+  // `store_<table>_items`, `_waiting` (callers the rate limiter holds), `_inserts`,
+  // `_samples` and `_rate_limited_seconds` (time callers waited, summed).
+  void use_metrics(const tlaunch::node_metrics& m) {
+    for (auto& h : tables_) {
+      const std::string p = "store_" + std::string(h->t.name()) + "_";
+      h->metrics.emplace(table_metrics{m.gauge(p + "items"), m.gauge(p + "waiting"),
+                                       m.counter(p + "inserts"), m.counter(p + "samples"),
+                                       m.counter(p + "rate_limited_seconds")});
+      publish(*h);
+    }
   }
 
   using rpc = tlaunch::methods<&data_store::insert, &data_store::sample,
@@ -205,11 +229,36 @@ class data_store {
     std::uint32_t max_items = 1;
   };
 
+  struct table_metrics {
+    tlaunch::metric_gauge items, waiting;
+    tlaunch::metric_counter inserts, samples, rate_limited_seconds;
+    std::int64_t inserts_seen = 0, samples_seen = 0;  // the table's totals published so far
+  };
+
   struct hosted_table {
     hosted_table(const store::table_config& c, std::uint64_t seed) : t(c, seed) {}
     store::table t;
     std::list<waiter*> inserters, samplers;
+    std::optional<table_metrics> metrics;  // use_metrics
   };
+
+  // `joining`: a caller about to wait, not in a waiter list yet.
+  static void publish(hosted_table& h, std::size_t joining = 0) {
+    if (!h.metrics) return;
+    auto& m = *h.metrics;
+    const auto i = h.t.info();
+    m.items.set(static_cast<double>(i.size));
+    m.waiting.set(static_cast<double>(h.inserters.size() + h.samplers.size() + joining));
+    m.inserts.add(static_cast<double>(std::max<std::int64_t>(0, i.inserts - m.inserts_seen)));
+    m.samples.add(static_cast<double>(std::max<std::int64_t>(0, i.samples - m.samples_seen)));
+    m.inserts_seen = std::max(m.inserts_seen, i.inserts);
+    m.samples_seen = std::max(m.samples_seen, i.samples);
+  }
+  static void waited(hosted_table& h, std::chrono::steady_clock::time_point since) {
+    if (h.metrics)
+      h.metrics->rate_limited_seconds.add(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
+  }
 
   // Leaves the waiter list however the wait ends (served, cancelled, frame destroyed).
   struct waiting {

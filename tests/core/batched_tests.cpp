@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -69,6 +70,16 @@ struct Model {
   }
 
   std::vector<std::size_t> square_batch_sizes() const { return square_sizes; }
+
+  // The node's metrics (use_metrics): its batches of full and their calls, as counted.
+  std::optional<tlaunch::node_metrics> metrics;
+  void use_metrics(const tlaunch::node_metrics& m) { metrics = m; }
+  // Named after the method as calls name it ("Model::full", qualified by its namespace).
+  std::vector<double> full_batch_metrics() const {
+    const std::string name(tlaunch::detail::member_name<&Model::full>());
+    return {metrics->counter(name + " batches").value(),
+            metrics->counter(name + " batched calls").value()};
+  }
   std::vector<std::vector<int>> full_batches_seen() const { return full_batches; }
 
   // The batched methods called from a method of the same node, on its strand:
@@ -116,7 +127,8 @@ struct Model {
       tlaunch::batched<&Model::fail, tlaunch::batch_options{.max_batch = 3, .max_wait = an_hour}>,
       tlaunch::batched<&Model::short_by_one,
                        tlaunch::batch_options{.max_batch = 3, .max_wait = an_hour}>,
-      &Model::square_batch_sizes, &Model::full_batches_seen, &Model::call_self,
+      &Model::square_batch_sizes, &Model::full_batches_seen, &Model::full_batch_metrics,
+      &Model::call_self,
       &Model::abandon_then_fill, &Model::cancel_then_fill>;
 };
 
@@ -245,6 +257,8 @@ TEST_SUITE("batched") {
       auto batches = model.sync<&Model::full_batches_seen>();
       CHECK(batches.size() == 4);
       for (const auto& b : batches) CHECK(b.size() == 4);
+      // The same in the node's metrics: 4 batches of 16 calls.
+      CHECK(model.sync<&Model::full_batch_metrics>() == std::vector<double>{4, 16});
     });
   }
 

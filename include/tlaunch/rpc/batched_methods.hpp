@@ -26,6 +26,7 @@
 #include "../wire/frame.hpp"
 #include "call_paths.hpp"
 #include "instance.hpp"
+#include "metrics.hpp"
 #include "../service.hpp"
 
 namespace tlaunch::rpc {
@@ -123,6 +124,13 @@ class batch_queue final : public batch_queue_base {
 
   explicit batch_queue(instance& inst) : inst_(inst), timer_(inst.strand) {
     waiting_.reserve(options.max_batch);
+    // The batches and their calls, as the instance's metrics: the mean batch size is their
+    // ratio (docs/guide/observing.md).
+    if (inst.metrics) {
+      const std::string name(tlaunch::detail::member_name<M>());
+      batches_ = &inst.metrics->user(inst.id(), name + " batches", true);
+      batched_calls_ = &inst.metrics->user(inst.id(), name + " batched calls", true);
+    }
   }
   // Destroyed with its instance, after the io threads are joined: a wait still
   // queued in the io_context is dropped without running.
@@ -183,6 +191,10 @@ class batch_queue final : public batch_queue_base {
       return true;
     });
     if (calls.empty()) return;
+    if (batches_) {
+      batches_->add(1);
+      batched_calls_->add(static_cast<double>(calls.size()));
+    }
     std::vector<element> batch;
     batch.reserve(calls.size());
     for (auto& w : calls) {
@@ -237,6 +249,8 @@ class batch_queue final : public batch_queue_base {
 
   instance& inst_;
   asio::steady_timer timer_;
+  user_metric* batches_ = nullptr;
+  user_metric* batched_calls_ = nullptr;
   std::uint64_t generation_ = 0;
   std::vector<waiting_call> waiting_;
 };

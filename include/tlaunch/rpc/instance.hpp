@@ -21,6 +21,7 @@
 namespace tlaunch::rpc {
 
 struct instance;
+class metrics_registry;
 using strand_type = asio::strand<asio::io_context::executor_type>;
 
 // Serves one call frame of the method whose ops (rpc/method_ops.hpp) it is given:
@@ -61,6 +62,8 @@ struct instance {
   // The queues of its batched methods, by method id: made on first use, touched on
   // the strand only. Destroyed before the io_context (the runtime owns both).
   std::vector<std::pair<std::uint64_t, std::unique_ptr<batch_queue_base>>> batch_queues;
+  // Its process's counts (rpc/metrics.hpp): its batched methods' batches go there.
+  metrics_registry* metrics = nullptr;
 
   std::string id() const { return std::string(node_name) + "/" + std::to_string(replica); }
   const dispatch_entry* find(std::uint64_t method) const {

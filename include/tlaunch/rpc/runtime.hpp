@@ -377,6 +377,7 @@ TLAUNCH_DECL metrics_sample runtime::sample_metrics(const std::string& process) 
 TLAUNCH_DECL rpc::instance& runtime::host(std::uint32_t flat) {
   const auto& n = node_of(flat);
   hosted_[flat] = std::make_unique<rpc::instance>(io, n.name, flat - n.first, n.replicas, flat);
+  hosted_[flat]->metrics = cfg_->metrics.get();
   hosted_[flat]->type_name = n.type_name;
   return *hosted_[flat];
 }
@@ -385,6 +386,7 @@ TLAUNCH_DECL rpc::instance& runtime::host_dynamic(std::string_view type_name) {
   std::lock_guard lk(mu_);
   auto id = total_ + static_cast<std::uint32_t>(dynamic_.size());
   dynamic_.push_back(std::make_unique<rpc::instance>(io, "spawned", id - total_, 1, id));
+  dynamic_.back()->metrics = cfg_->metrics.get();
   dynamic_.back()->type_name = type_name;
   return *dynamic_.back();
 }

@@ -120,8 +120,10 @@ if run_phase meson-setup "${meson_setup[@]}" &&
   # compile_fail runs g++ -fsyntax-only over the same cases as the g++ Release ctest above
   # (10-12 s each, nothing Meson-specific): run once per compiler, not per build. consume
   # exists in CMake only (its meson_subproject case tests consuming through Meson).
+  # ssh, netns and observe (end to end through a real sshd, network namespaces, Prometheus
+  # and Chromium: most of this phase's time) run in the CMake ctests above (CI time).
   run_phase meson-test meson test -C build/meson --print-errorlogs --num-processes "$jobs" \
-    --no-suite compile_fail
+    --no-suite compile_fail --no-suite ssh --no-suite netns --no-suite observe
 else
   skip_phase meson-test "the Meson build failed"
 fi

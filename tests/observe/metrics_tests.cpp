@@ -132,6 +132,11 @@ TEST_CASE("the Prometheus text: families once, labels escaped, histograms cumula
   s.served.push_back({"worker/1", "Worker::poke", 9, 90});
   s.user.push_back({"worker/1", "episodes done", true, 12});
   s.user.push_back({"worker/1", "loss", false, 0.5});
+  // Names that would collide once made metric names: the first is kept, the page stays valid.
+  s.user.push_back({"worker/1", "a b", true, 1});
+  s.user.push_back({"worker/1", "a_b", true, 2});
+  s.user.push_back({"worker/1", "rounds", true, 3});
+  s.user.push_back({"worker/1", "rounds_total", false, 4});
   std::vector<launch::observe::process_metrics> ps = {
       {"worker/1", "host\"a\nb", 2, true, &s},
       {"ps/0", "", 0, false, nullptr},
@@ -161,6 +166,16 @@ TEST_CASE("the Prometheus text: families once, labels escaped, histograms cumula
   CHECK(text.find("tlaunch_user_episodes_done_total{") != std::string::npos);
   CHECK(text.find("# TYPE tlaunch_user_loss gauge\n") != std::string::npos);
   CHECK(value_of(text, "tlaunch_launcher_instances") == 3);
+  const std::string w1 = "{process=\"worker/1\",node=\"worker\",replica=\"1\",host=\"host\\\"a\\nb\"}";
+  CHECK(value_of(text, "tlaunch_user_a_b_total" + w1) == 1);
+  CHECK(value_of(text, "tlaunch_user_rounds_total" + w1) == 3);
+  CHECK(launch::observe::exposition{}.text().empty());
+  for (std::string series : {"tlaunch_user_a_b_total" + w1, "tlaunch_user_rounds_total" + w1,
+                             std::string("# TYPE tlaunch_user_rounds_total ")}) {
+    std::size_t n = 0;
+    for (auto at = text.find(series); at != std::string::npos; at = text.find(series, at + 1)) ++n;
+    CHECK_MESSAGE(n == 1, series);
+  }
   // Each family's HELP and TYPE once, and its lines together.
   for (std::string family : {"tlaunch_calls_total", "tlaunch_call_duration_seconds",
                              "tlaunch_process_up"}) {

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -235,12 +236,13 @@ class metrics_registry {
     live_.erase(it);
   }
 
-  // The user's metric `name` of instance `instance` (made on first use; never removed).
+  // The user's counter (or gauge) `name` of instance `instance` (made on first use; never
+  // removed). A counter and a gauge of one name are two metrics.
   user_metric& user(const std::string& instance, const std::string& name, bool counter) {
     std::lock_guard lk(mu_);
-    auto& e = user_[{instance, name}];
-    if (!e.second) e = {counter, std::make_unique<user_metric>()};
-    return *e.second;
+    auto& e = user_[{instance, name, counter}];
+    if (!e) e = std::make_unique<user_metric>();
+    return *e;
   }
 
   // Every count so far; names of targets and served methods through the functions given.
@@ -255,7 +257,8 @@ class metrics_registry {
       calls = closed_calls_;
       served = closed_served_;
       for (const auto& l : live_) add_to(calls, served, *l);
-      for (const auto& [k, v] : user_) user.push_back({k, {v.first, v.second->get()}});
+      for (const auto& [k, v] : user_)
+        user.push_back({{std::get<0>(k), std::get<1>(k)}, {std::get<2>(k), v->get()}});
     }
     for (const auto& [k, v] : calls) {
       call_sample c;
@@ -309,8 +312,7 @@ class metrics_registry {
   std::vector<std::shared_ptr<link_metrics>> live_;
   call_totals closed_calls_;
   served_totals closed_served_;
-  std::map<std::pair<std::string, std::string>, std::pair<bool, std::unique_ptr<user_metric>>>
-      user_;
+  std::map<std::tuple<std::string, std::string, bool>, std::unique_ptr<user_metric>> user_;
 };
 
 }  // namespace tlaunch::rpc

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,26 +62,41 @@ inline std::string sample_value(double v) {
 class exposition {
  public:
   // Adds one sample line to metric `name` of `type` (its HELP and TYPE lines come first,
-  // once); labels are "k=\"v\",..." already escaped.
-  void add(const std::string& name, std::string_view type, std::string_view help,
+  // once); labels are "k=\"v\",..." already escaped. A line that would make the page
+  // invalid is left out (false): a series already given, or a family of another type (two
+  // of a node's own metrics whose names differ only where metric_name() replaced a
+  // character, or a gauge named like a counter): Prometheus would refuse the whole page.
+  bool add(const std::string& name, std::string_view type, std::string_view help,
            const std::string& labels, std::string_view value, std::string_view suffix = "") {
-    auto& m = metrics_[name];
-    if (m.empty()) m = fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    auto& family = families_[name];
+    if (family.type.empty()) {
+      family.type = std::string(type);
+      family.text = fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    } else if (family.type != type) {
+      return false;
+    }
+    if (!family.series.insert(std::string(suffix) + "{" + labels + "}").second) return false;
+    auto& m = family.text;
     m += name;
     m += suffix;
     if (!labels.empty()) m += "{" + labels + "}";
     m += " ";
     m += value;
     m += "\n";
+    return true;
   }
   std::string text() const {
     std::string out;
-    for (const auto& [name, lines] : metrics_) out += lines;
+    for (const auto& [name, family] : families_) out += family.text;
     return out;
   }
 
  private:
-  std::map<std::string, std::string> metrics_;
+  struct family {
+    std::string type, text;
+    std::set<std::string> series;
+  };
+  std::map<std::string, family> families_;
 };
 
 // "worker/3" -> {"worker", "3"}; a group's process names its first instance.

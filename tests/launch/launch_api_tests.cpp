@@ -29,8 +29,10 @@ namespace {
 
 // ThreadSanitizer cannot follow a fork of a threaded process that starts threads again,
 // which local_mp's forked node processes do (g++ 12: "dup thread with used id", exit
-// 66): under it only local_mt runs here (docs/guide/launch-api.md).
-constexpr bool forked_nodes_run = !tlaunch::detail::thread_sanitizer;
+// 66), and under clang 14's AddressSanitizer such a fork can hang in the allocator (a lock
+// another thread held): under either only local_mt runs here (docs/guide/launch-api.md).
+constexpr bool forked_nodes_run =
+    !tlaunch::detail::thread_sanitizer && !tlaunch::detail::address_sanitizer;
 
 // The launchers to try, in order, without local_mp where forked nodes cannot run.
 std::vector<std::string> launchers(std::vector<std::string> all) {

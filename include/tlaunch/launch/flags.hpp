@@ -2,7 +2,9 @@
 // the program's own arguments follow `--`.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <cstdint>
 #include <map>
@@ -61,6 +63,11 @@ struct options : tlaunch::launch_settings {
   // --dashboard=ADDR:PORT: a live page of the program (launch/observe/); --endpoint-token:
   // the token both require off loopback ("": derived from the launch secret and printed).
   std::string metrics, dashboard, endpoint_token;
+  // --trace=FILE: the launcher writes the calls of sampled traces there (Chrome trace
+  // events); --trace-sample=FRACTION: the fraction of calls made outside a trace that start
+  // one (default 1). A node process gets the fraction alone: it records, the launcher writes.
+  std::string trace;
+  std::optional<double> trace_sample;
   ssh_flags ssh;
   slurm_flags slurm;
   k8s_flags k8s;
@@ -192,6 +199,14 @@ Observe:
   --endpoint-token=TOKEN   the token --metrics and --dashboard require off
                            loopback (Authorization: Bearer TOKEN, or ?token=TOKEN);
                            default: derived from the launch secret and printed
+  --trace=FILE             write the calls of sampled traces to FILE as Chrome trace
+                           events (open it in Perfetto or chrome://tracing): caller,
+                           callee, method, start, duration, bytes and outcome of each
+                           call and of each call it made in turn, across processes
+                           and hosts, on the launcher's clock (local_mp, ssh, slurm)
+  --trace-sample=FRACTION  the fraction of calls made outside a trace that start one
+                           (0 to 1, default 1); calls made while serving a traced call
+                           are always in its trace
 Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
@@ -409,6 +424,20 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
       o.metrics = need();
       if (o.metrics.find(':') == std::string::npos)
         throw usage_error("--metrics: '" + o.metrics + "' is not ADDR:PORT (e.g. 127.0.0.1:9100)");
+    } else if (name == "--trace") {
+      o.trace = need();
+      if (o.trace.empty()) throw usage_error("--trace: the file name is empty");
+    } else if (name == "--trace-sample") {
+      std::string v = need();
+      std::size_t pos = 0;
+      double f = -1;
+      try {
+        f = std::stod(v, &pos);
+      } catch (...) {
+      }
+      if (pos != v.size() || !(f >= 0 && f <= 1))
+        throw usage_error("--trace-sample: '" + v + "' is not a fraction from 0 to 1");
+      o.trace_sample = f;
     } else if (name == "--dashboard") {
       o.dashboard = need();
       if (o.dashboard.find(':') == std::string::npos)
@@ -460,8 +489,18 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
   check_terminal(o);
+  if (o.trace_sample && o.trace.empty() && o.role.empty())
+    throw usage_error("--trace-sample: there is no --trace=FILE to write the traces to");
+  if (!o.trace.empty()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", o.trace_sample.value_or(1.0));
+    // Before the program's own arguments ("--" and what follows), which are passed on too.
+    auto at = std::find(o.passthrough.begin(), o.passthrough.end(), std::string("--"));
+    o.passthrough.insert(at, std::string("--trace-sample=") + buf);
+  }
   for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--metrics", o.metrics},
-                                     {"--dashboard", o.dashboard}}) {
+                                     {"--dashboard", o.dashboard},
+                                     {"--trace", o.trace}}) {
     if (value.empty()) continue;
     if (o.launch == "local_mt")
       throw usage_error(flag + "=" + value +

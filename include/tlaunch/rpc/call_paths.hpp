@@ -28,6 +28,7 @@
 #include "../error.hpp"
 #include "instance.hpp"
 #include "runtime.hpp"
+#include "trace.hpp"
 
 
 namespace tlaunch::rpc {
@@ -173,6 +174,8 @@ struct served_run {
   std::uint64_t id;
   std::shared_ptr<asio::cancellation_signal> sig;
   std::shared_ptr<asio::steady_timer> deadline;
+  // With --trace, the call's served span (rpc/trace.hpp; trace_id 0: not in a trace).
+  trace_context trace;
 
   // The run ended: no longer cancellable. Returns whether the caller's deadline has
   // passed: a method that fails then (most often because the deadline cancelled it)
@@ -185,6 +188,12 @@ struct served_run {
 // `inst`'s strand) and arms its deadline (h.aux milliseconds, when not 0).
 TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
                                                         const wire::frame_header& h);
+
+// The executor a served coroutine method runs on: the instance's strand, and, with
+// --trace, one that makes the call's span (or, when it is not in a trace, the mark that a
+// served call runs) the current one (rpc::current_trace) around every step of the
+// coroutine, so the calls it makes belong to its trace, or to none.
+TLAUNCH_DECL asio::any_io_executor executor_for(const strand_type& s, const served_run& run);
 
 }  // namespace tlaunch::rpc
 
@@ -424,8 +433,9 @@ TLAUNCH_DECL bool served_run::finished() const {
 
 TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
                                                         const wire::frame_header& h) {
+  // A traced call is served under its span (runtime::on_call).
   served_run run{c.shared_from_this(), h.call_id, std::make_shared<asio::cancellation_signal>(),
-                 nullptr};
+                 nullptr, current_trace};
   run.conn->register_running(run.id, [sig = run.sig, strand = inst.strand] {
     post_batched(strand, [sig] { sig->emit(asio::cancellation_type::terminal); });
   });
@@ -437,6 +447,53 @@ TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
     });
   }
   return run;
+}
+
+namespace detail {
+
+// The executor of a traced coroutine: its strand's (held as any_io_executor), with
+// current_trace set to the span around each function it runs. Every resumption of the
+// coroutine is one: the completion of what it awaited is dispatched to its executor.
+class traced_executor {
+ public:
+  traced_executor(asio::any_io_executor inner, trace_context ctx) noexcept
+      : inner_(std::move(inner)), ctx_(ctx) {}
+  asio::execution_context& query(asio::execution::context_t) const noexcept {
+    return asio::query(inner_, asio::execution::context_as<asio::execution_context&>);
+  }
+  traced_executor require(asio::execution::blocking_t::never_t p) const {
+    return {asio::require(inner_, p), ctx_};
+  }
+  template <class P>
+    requires requires(const asio::any_io_executor& e, const P& q) { asio::prefer(e, q); }
+  traced_executor prefer(const P& p) const {
+    return {asio::prefer(inner_, p), ctx_};
+  }
+  template <class F>
+  void execute(F&& f) const {
+    inner_.execute([ctx = ctx_, f = std::forward<F>(f)]() mutable {
+      trace_scope scope(ctx);
+      std::move(f)();
+    });
+  }
+  friend bool operator==(const traced_executor& a, const traced_executor& b) noexcept {
+    return a.inner_ == b.inner_ && a.ctx_ == b.ctx_;
+  }
+  friend bool operator!=(const traced_executor& a, const traced_executor& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  asio::any_io_executor inner_;
+  trace_context ctx_;
+};
+
+}  // namespace detail
+
+TLAUNCH_DECL asio::any_io_executor executor_for(const strand_type& s, const served_run& run) {
+  if (!run.trace.served) [[likely]]  // without --trace
+    return any_executor_of(s);
+  return detail::traced_executor(any_executor_of(s), run.trace);
 }
 
 }  // namespace tlaunch::rpc

@@ -14,6 +14,7 @@
 
 #include "../detail/id_map.hpp"
 #include "../wire/frame.hpp"
+#include "trace.hpp"
 
 namespace tlaunch::rpc {
 
@@ -37,6 +38,8 @@ class pending_call {
   std::string_view method_name;
   void* metrics_entry = nullptr;
   std::int64_t metrics_started = 0;
+  // With --trace, when the call belongs to a sampled trace: its span (rpc/trace.hpp).
+  std::unique_ptr<client_span> trace;
 };
 
 class call_table {

@@ -59,6 +59,7 @@
 #include "handshake.hpp"
 #include "io_thread.hpp"
 #include "metrics.hpp"
+#include "trace.hpp"
 
 namespace tlaunch::rpc {
 
@@ -98,6 +99,8 @@ struct connection_config : hello_identity {
       std::make_shared<tlaunch::detail::log_limiter>();
   // The process's counts of its calls (rpc/metrics.hpp), shared by every copy.
   std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
+  // --trace: the process's spans (rpc/trace.hpp), shared by every copy; null: no tracing.
+  std::shared_ptr<trace_recorder> trace;
   // Once ready, a ping every interval, and the connection closed after three
   // intervals without a byte from the peer (0: off). With heartbeats, every socket also
   // has a TCP_USER_TIMEOUT of three intervals: data the peer's host does not acknowledge
@@ -168,6 +171,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // room, then the payload. It is sealed here and copied into the write queue.
   std::uint64_t start_call(std::span<char> frame, wire::frame_header h,
                            std::shared_ptr<pending_call> p);
+
+  // A traced call arrived (runtime::on_call): its span lasts until its reply is queued.
+  void begin_served_span(const served_span& s);
 
   // Forgets a pending call (deadline or cancellation) and tells the peer.
   // Returns the pending call if it was still waiting.
@@ -349,7 +355,25 @@ class connection : public std::enable_shared_from_this<connection> {
     if (p.metrics_entry)
       link_metrics::ended(*static_cast<call_stats*>(p.metrics_entry), o, p.metrics_started, now,
                           reply_bytes);
+    if (p.trace) [[unlikely]]
+      p.trace->recorder->end_call(*p.trace, o, now ? now : metrics_now(), reply_bytes);
   }
+
+  // --trace: the span of a call about to be sent with header h (null: not traced).
+  std::unique_ptr<client_span> trace_call(const wire::frame_header& h, const pending_call& p) {
+    return cfg_->trace->begin_call(h.target, p.method_name);
+  }
+  // Adds a traced call's trailer to its frame and header.
+  static void add_trace_trailer(wire::frame_buffer& f, wire::frame_header& h, client_span& s) {
+    char t[trace_trailer_size];
+    encode_trace_trailer(t, s.ctx);
+    f.append(t, sizeof t);
+    h.flags |= wire::flag_traced;
+    s.bytes_out = wire::header_size + f.payload_size();
+  }
+  // A reply or error reply (`type`) to call `id`, of `bytes` (its payload's first byte
+  // `first`), is queued: when the call is traced, its served span ends.
+  void end_served_span(wire::kind type, std::uint64_t id, std::size_t bytes, char first);
 
   // Queues whole frames' bytes by copying them; dropped if closed.
   void send_bytes(std::span<const char> bytes);
@@ -479,6 +503,10 @@ class connection : public std::enable_shared_from_this<connection> {
   // This connection's counts, in cfg_->metrics: made under the lock by its first call or
   // when it becomes ready (a stranger's connection costs none), read by the reader after.
   std::shared_ptr<link_metrics> metrics_;
+  // --trace: the traced calls this connection serves, until their replies (under the lock),
+  // and their count, read without it.
+  std::vector<served_span> served_spans_;
+  std::atomic<std::uint32_t> traced_served_{0};
 
   // Writer-only state (one writer at a time, guarded by writing_).
   frame_writer writer_;

@@ -37,6 +37,9 @@ struct connection_settings {
   std::chrono::milliseconds heartbeat{0};
   std::chrono::milliseconds liveness{1000};
   bool tls = false;
+  // --trace: the fraction of calls made outside a trace that start one (rpc/trace.hpp);
+  // below 0: this process records no spans.
+  double trace_sample = -1;
 };
 
 // The owner of the connections (the runtime or the coordinator).

@@ -15,6 +15,11 @@ namespace tlaunch::rpc {
 
 TLAUNCH_DECL std::uint64_t connection::start_call(wire::frame_buffer&& f, wire::frame_header h,
                                                   std::shared_ptr<pending_call> p) {
+  if (cfg_->trace) [[unlikely]]
+    if (auto span = trace_call(h, *p)) {
+      add_trace_trailer(f, h, *span);
+      p->trace = std::move(span);
+    }
   return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
     f.seal(sealed);
     out_.push(std::move(f));
@@ -23,6 +28,17 @@ TLAUNCH_DECL std::uint64_t connection::start_call(wire::frame_buffer&& f, wire::
 
 TLAUNCH_DECL std::uint64_t connection::start_call(std::span<char> frame, wire::frame_header h,
                                                   std::shared_ptr<pending_call> p) {
+  if (cfg_->trace) [[unlikely]]
+    if (auto span = trace_call(h, *p)) {  // the trailer needs a frame that can grow
+      wire::frame_buffer f(frame.size());
+      f.append(frame.data() + wire::header_size, frame.size() - wire::header_size);
+      add_trace_trailer(f, h, *span);
+      p->trace = std::move(span);
+      return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
+        f.seal(sealed);
+        out_.push(std::move(f));
+      });
+    }
   return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
     seal_small(frame, sealed);
     out_.push_bytes(frame);
@@ -31,6 +47,10 @@ TLAUNCH_DECL std::uint64_t connection::start_call(std::span<char> frame, wire::f
 
 TLAUNCH_DECL void connection::start_call_batched(std::span<char> frame, wire::frame_header h,
                                                  std::shared_ptr<pending_call> p) {
+  if (cfg_->trace) [[unlikely]] {  // each call decides whether it is traced
+    start_call(frame, h, std::move(p));
+    return;
+  }
   seal_small(frame, h);  // the call id is set when the batch registers it
   std::shared_ptr<void> extra = std::move(p);
   if (deferred_writes::stage(
@@ -104,7 +124,42 @@ TLAUNCH_DECL std::size_t connection::pending_count() const {
   return calls_.size();
 }
 
+TLAUNCH_DECL void connection::begin_served_span(const served_span& s) {
+  std::lock_guard lk(mu_);
+  if (closed_) return;
+  served_spans_.push_back(s);
+  traced_served_.store(static_cast<std::uint32_t>(served_spans_.size()), std::memory_order_relaxed);
+}
+
+TLAUNCH_DECL void connection::end_served_span(wire::kind type, std::uint64_t id, std::size_t bytes,
+                                              char first) {
+  if (type != wire::kind::reply && type != wire::kind::error_reply) return;
+  served_span s;
+  {
+    std::lock_guard lk(mu_);
+    auto it = std::find_if(served_spans_.begin(), served_spans_.end(),
+                           [id](const served_span& x) { return x.call_id == id; });
+    if (it == served_spans_.end()) return;
+    s = *it;
+    *it = served_spans_.back();
+    served_spans_.pop_back();
+    traced_served_.store(static_cast<std::uint32_t>(served_spans_.size()), std::memory_order_relaxed);
+  }
+  call_outcome o = call_outcome::reply;
+  if (type == wire::kind::error_reply)
+    o = first == static_cast<char>(wire::error_code::remote_exception)    ? call_outcome::remote_error
+        : first == static_cast<char>(wire::error_code::deadline_exceeded) ? call_outcome::timeout
+                                                                          : call_outcome::bad_call;
+  cfg_->trace->end_served(s, o, bytes);
+}
+
 TLAUNCH_DECL void connection::send(wire::frame_buffer&& f) {
+  if (traced_served_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    const auto b = f.bytes();
+    const auto h = wire::load_header(b.data());
+    end_served_span(h.type, h.call_id, wire::header_size + f.payload_size(),
+                    b.size() > wire::header_size ? b[wire::header_size] : 0);
+  }
   std::unique_lock lk(mu_);
   if (closed_) return;
   out_.push(std::move(f));
@@ -114,6 +169,9 @@ TLAUNCH_DECL void connection::send(wire::frame_buffer&& f) {
 }
 
 TLAUNCH_DECL void connection::send_reply(std::span<char> frame, wire::frame_header h) {
+  if (traced_served_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    end_served_span(h.type, h.call_id, frame.size(),
+                    frame.size() > wire::header_size ? frame[wire::header_size] : 0);
   seal_small(frame, h);
   if (deferred_writes::stage(
           this, [this] { return std::shared_ptr<void>(shared_from_this()); },

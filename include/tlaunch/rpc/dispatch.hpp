@@ -156,7 +156,8 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
     post_batched(inst.strand,
                  [strand = inst.strand, body = std::move(body), end = std::move(end)]() mutable {
                    auto slot = end->run.sig->slot();
-                   spawn_coroutine(any_executor_of(strand), std::move(body), slot, std::move(end));
+                   auto ex = executor_for(strand, end->run);
+                   spawn_coroutine(ex, std::move(body), slot, std::move(end));
                  });
   } else {
     // A batched method: the arguments join its queue on the strand. A cancel frame takes

@@ -25,6 +25,7 @@
 #include "instance.hpp"
 #include "io_thread.hpp"
 #include "metrics.hpp"
+#include "trace.hpp"
 
 namespace tlaunch::rpc {
 
@@ -111,6 +112,8 @@ class runtime final : public rpc::connection_sink {
   const std::string& listen_address() const { return listen_address_; }
   std::string listen_host() const;
   std::shared_ptr<const rpc::connection_config> config() const { return cfg_; }
+  // --trace: the process's spans (rpc/trace.hpp); null when it records none.
+  std::shared_ptr<trace_recorder> traces() const;
 
   void set_directory(std::vector<std::string> addresses);
 
@@ -299,6 +302,7 @@ TLAUNCH_DECL std::shared_ptr<connection_config> make_connection_config(
   cfg->heartbeat = s.heartbeat;
   cfg->liveness = s.liveness;
   if (s.tls) cfg->tls = std::make_shared<const tls_context>(cfg->secret);
+  if (s.trace_sample >= 0) cfg->trace = std::make_shared<trace_recorder>(s.trace_sample);
   cfg->max_unauthenticated = static_cast<std::uint32_t>(
       std::max<std::size_t>(s.max_unauthenticated, peers + 64));
   return cfg;
@@ -339,6 +343,8 @@ TLAUNCH_DECL std::string runtime::instance_id(std::uint32_t flat) const {
 }
 
 TLAUNCH_DECL metrics_registry& runtime::metrics() const { return *cfg_->metrics; }
+
+TLAUNCH_DECL std::shared_ptr<trace_recorder> runtime::traces() const { return cfg_->trace; }
 
 TLAUNCH_DECL metrics_sample runtime::sample_metrics(const std::string& process) const {
   metrics_sample s;
@@ -609,6 +615,33 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
     rpc::reply_error(c, h.call_id, wire::error_code::no_such_method,
                      "node " + inst->id() + " (" + std::string(inst->type_name) +
                          ") exposes no method with id " + std::to_string(h.method));
+    return;
+  }
+  if (h.flags & wire::flag_traced) [[unlikely]] {
+    // The payload ends with the trace: the caller's span (rpc/trace.hpp).
+    if (payload.size() < trace_trailer_size) {
+      rpc::reply_error(c, h.call_id, wire::error_code::bad_arguments,
+                       "a traced call of " + std::string(e->name) +
+                           " is shorter than its trace context");
+      return;
+    }
+    const trace_context caller =
+        decode_trace_trailer(payload.data() + payload.size() - trace_trailer_size);
+    payload = payload.first(payload.size() - trace_trailer_size);
+    if (cfg_->trace && caller) {
+      const served_span s = cfg_->trace->begin_served(h.call_id, caller, h.target, e->name,
+                                                      wire::header_size + h.size);
+      c.begin_served_span(s);
+      // A coroutine method started now runs under the span (start_served_run).
+      trace_scope scope(s.ctx);
+      e->serve(e->ops, *inst, c, h, payload);
+      return;
+    }
+  }
+  if (cfg_->trace) [[unlikely]] {
+    // Not in a trace: neither are the calls a coroutine method makes while serving it.
+    trace_scope scope({0, 0, h.target, true});
+    e->serve(e->ops, *inst, c, h, payload);
     return;
   }
   e->serve(e->ops, *inst, c, h, payload);

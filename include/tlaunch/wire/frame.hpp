@@ -38,11 +38,17 @@ enum class kind : std::uint8_t {
   stop_request = 21,  // node -> coordinator: ctx.stop_program() (empty)
   metrics_request = 22,  // coordinator -> node: send a metrics sample (empty)
   metrics = 23,          // node -> coordinator: its process's sample (rpc::metrics_sample)
+  clock_probe = 24,      // coordinator -> node (--trace): int64 the coordinator's clock
+  clock_reply = 25,      // node -> coordinator: the probe's int64, then the node's clock
+  trace_spans = 26,      // node -> coordinator (--trace): its spans (rpc::trace_batch)
 };
 
 constexpr bool is_known_kind(std::uint8_t k) {
-  return (k >= 1 && k <= 9) || (k >= 16 && k <= 23);
+  return (k >= 1 && k <= 9) || (k >= 16 && k <= 26);
 }
+
+// Header flags. On a call: the payload ends with a 16-byte trace context (rpc/trace.hpp).
+inline constexpr std::uint8_t flag_traced = 1;
 
 // Error codes carried by error_reply.
 enum class error_code : std::uint8_t {

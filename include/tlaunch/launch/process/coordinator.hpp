@@ -50,6 +50,7 @@
 #include "../placement.hpp"
 #include "../plan.hpp"
 #include "../terminal/tmux.hpp"
+#include "../observe/trace_file.hpp"
 
 namespace tlaunch::launch {
 
@@ -161,6 +162,8 @@ class coordinator final : public rpc::connection_sink {
     std::shared_ptr<const rpc::metrics_sample> metrics, metrics_before;
     std::chrono::steady_clock::time_point metrics_at, metrics_before_at;
     std::int64_t pid = 0;
+    // --trace: its process's clock against the launcher's (probed when it registers).
+    observe::clock_estimate clock;
   };
   // The dashboard's history: each method's calls per second and p99 (seconds; < 0: no call
   // ended) over each second, summed over the edges that call it, the last 120 seconds.
@@ -180,6 +183,14 @@ class coordinator final : public rpc::connection_sink {
   std::string metrics_text() const;
   std::string dashboard_state() const;
   std::string endpoint_token_;  // "" until an endpoint off loopback needs one
+  // --trace=FILE (coordinator/observe.hpp): the file; the clock probes of a process that
+  // registered (five, one after the other); a process's spans; the file's end.
+  std::unique_ptr<observe::trace_file> trace_;
+  void probe_clock(slot& s);
+  void on_clock_reply(const std::shared_ptr<rpc::connection>& c, std::int64_t sent,
+                      std::int64_t node_now, std::int64_t now);
+  void on_trace_spans(const std::shared_ptr<rpc::connection>& c, const rpc::trace_batch& b);
+  void finish_trace();
   struct event {
     double t;  // seconds since run() started
     std::string text;

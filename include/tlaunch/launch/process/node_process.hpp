@@ -13,6 +13,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -135,7 +136,9 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   }
 
-  tlaunch::rpc::runtime rt(nodes, runtime_options_of(o, 1), *secret, o.role);
+  auto rt_options = runtime_options_of(o, 1);
+  if (o.trace_sample) rt_options.trace_sample = *o.trace_sample;  // the launcher's --trace
+  tlaunch::rpc::runtime rt(nodes, std::move(rt_options), *secret, o.role);
 
   std::mutex out_mu;
   rt.log_line = [&](const rpc::instance&, std::string_view line) {
@@ -227,6 +230,16 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       wire::serialize_into(f, rt.sample_metrics(process_name));
       f.seal({.type = wire::kind::metrics});
       c->send(std::move(f));
+    } else if (h.type == wire::kind::clock_probe) {
+      // --trace: the launcher measures this process's clock against its own.
+      if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+      std::int64_t sent = 0;
+      try {
+        wire::deserialize_from(payload, sent);
+      } catch (const std::exception&) {
+        return;
+      }
+      detail::send_control(*c, wire::kind::clock_reply, sent, rpc::trace_wall_now());
     } else if (h.type == wire::kind::stop) {
       // Only the coordinator stops a node: a peer's stop frame is ignored.
       if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
@@ -326,6 +339,25 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     begin_stop("signal");
   });
 
+  // --trace: the spans recorded go to the launcher every 200 ms, and the last ones before
+  // the connections close.
+  std::shared_ptr<rpc::trace_recorder> recorder = rt.traces();
+  auto send_spans = [&] {
+    if (!recorder || recorder->empty()) return;
+    detail::send_control(*coord, wire::kind::trace_spans, recorder->take());
+  };
+  // On a strand of its own: the timer is re-armed and cancelled from any io thread.
+  asio::steady_timer trace_timer(asio::make_strand(rt.io));
+  std::function<void()> arm_trace_timer = [&] {
+    trace_timer.expires_after(std::chrono::milliseconds(200));
+    trace_timer.async_wait([&](std::error_code ec) {
+      if (ec) return;
+      send_spans();
+      arm_trace_timer();
+    });
+  };
+  if (recorder) asio::post(trace_timer.get_executor(), arm_trace_timer);
+
   rt.start_threads();
   // The most each of the waits before the connections close may take: a small part of
   // the grace period, which the launcher enforces.
@@ -345,15 +377,17 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   }
   if (run_over) {
-    // What is queued (the stopping frame to peers, node_done to the coordinator) goes
-    // out before the connections close, which drops it.
+    send_spans();
+    // What is queued (the stopping frame to peers, node_done to the coordinator, the last
+    // spans) goes out before the connections close, which drops it.
     rt.drain_writes(short_wait, coords);
   }
-  // On an io thread, where the signal set is used; its error stays there too.
+  // On an io thread, where the signal set and the timer are used; its error stays there too.
   asio::post(rt.io, [&signals] {
     std::error_code ec;
     signals.cancel(ec);
   });
+  asio::post(trace_timer.get_executor(), [&trace_timer] { trace_timer.cancel(); });
   std::fflush(stdout);
   int code;
   {

@@ -108,6 +108,19 @@ TLAUNCH_DECL void coordinator::on_control(const std::shared_ptr<rpc::connection>
       });
       return;
     }
+    if (h.type == wire::kind::clock_reply) {
+      std::int64_t sent = 0, node_now = 0;
+      wire::deserialize_from(payload, sent, node_now);
+      const std::int64_t now = rpc::trace_wall_now();
+      asio::post(io_, [this, c, sent, node_now, now] { on_clock_reply(c, sent, node_now, now); });
+      return;
+    }
+    if (h.type == wire::kind::trace_spans) {
+      auto b = std::make_shared<rpc::trace_batch>();
+      wire::deserialize_from(payload, *b);
+      asio::post(io_, [this, c, b] { on_trace_spans(c, *b); });
+      return;
+    }
     if (h.type == wire::kind::node_failed) {
       wire::deserialize_from(payload, text, f);
       if (f > static_cast<std::uint8_t>(fault::grace_overrun))
@@ -189,6 +202,7 @@ TLAUNCH_DECL void coordinator::on_control_frame(const std::shared_ptr<rpc::conne
     slots_[flat].conn = c;
     slots_[flat].address = address;
     slots_[flat].pid = pid;
+    if (trace_) probe_clock(slots_[flat]);
     if (auto& leader = slots_[slots_[flat].leader]; leader.proc && !leader.exited)
       leader.proc->registered(static_cast<long>(pid));
     if (life_.stopping()) return send_stop(slots_[flat]);

@@ -91,6 +91,59 @@ TLAUNCH_DECL void coordinator::start_observing() {
                                             "not found: " + std::string(path) + "\n"};
                                   });
   if (metrics_http_ || dashboard_http_) ask_metrics();
+  if (!opt_.trace.empty())
+    trace_ = std::make_unique<observe::trace_file>(opt_.trace, rpc::trace_wall_now());
+}
+
+TLAUNCH_DECL void coordinator::probe_clock(slot& s) {
+  if (!trace_ || !s.conn) return;
+  wire::frame_buffer f;
+  wire::serialize_into(f, rpc::trace_wall_now());
+  f.seal({.type = wire::kind::clock_probe});
+  s.conn->send(std::move(f));
+}
+
+TLAUNCH_DECL void coordinator::on_clock_reply(const std::shared_ptr<rpc::connection>& c,
+                                              std::int64_t sent, std::int64_t node_now,
+                                              std::int64_t now) {
+  for (auto& s : slots_)
+    if (s.conn == c) {
+      s.clock.add(sent, node_now, now);
+      if (s.clock.probes < 5) probe_clock(s);
+    }
+}
+
+TLAUNCH_DECL void coordinator::on_trace_spans(const std::shared_ptr<rpc::connection>& c,
+                                              const rpc::trace_batch& b) {
+  if (!trace_) return;
+  for (auto& s : slots_) {
+    if (s.conn != c) continue;
+    const std::uint32_t leader = s.leader;
+    const auto n = static_cast<std::uint32_t>(slots_.size());
+    trace_->write(
+        b, leader + 1, s.clock.correction_ns(),
+        [leader, n](std::uint32_t flat) { return flat < n ? flat + 1 : leader + 1; },
+        [this, n](std::uint32_t flat) { return flat < n ? slots_[flat].id : std::string("?"); },
+        slots_[leader].where);
+    return;
+  }
+}
+
+TLAUNCH_DECL void coordinator::finish_trace() {
+  if (!trace_) return;
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    const slot& s = slots_[i];
+    if (s.leader != i) continue;
+    trace_->name_process(i + 1, s.where, s.clock);
+    for (std::uint32_t m : s.members) trace_->name_thread(i + 1, m + 1, slots_[m].id);
+  }
+  trace_->close();
+  std::string line = fmt::format("trace: {} spans written to {}", trace_->spans(), trace_->path());
+  if (trace_->dropped() > 0)
+    line += fmt::format(" ({} more dropped: a process recorded them faster than it could send "
+                        "them; lower --trace-sample)",
+                        trace_->dropped());
+  out_.print("launcher", stream::err, line);
 }
 
 TLAUNCH_DECL void coordinator::record_history() {

@@ -60,6 +60,7 @@ TLAUNCH_DECL int coordinator::run(const std::vector<placement>& places, const sp
     s.restart_timer.reset();
   }
   life_.stopped();
+  finish_trace();
   report();
   if (terminal_) {
     terminal_->stop_watching();

@@ -5,6 +5,7 @@
 // sampling the flags asked for. Also the flags' errors.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -112,15 +113,10 @@ finished run_traced(const std::filesystem::path& file, std::vector<std::string> 
 
 }  // namespace
 
-TEST_CASE("a chain of calls front -> middle -> back is a tree of nested spans in three processes") {
-  temp_dir dir("tlaunch-trace");
-  const auto file = dir.path / "calls.json";
-  const int rounds = 20;
-  auto r = run_traced(file, {"--trace-sample=1"}, rounds);
-  REQUIRE_MESSAGE(r.code == 0, r.all);
-  CHECK(missing(r.all, {"20 relays", "trace: 120 spans written to " + file.string()}) == "");
-
-  const trace_file t = read_trace(file);
+// The spans of `rounds` relays, every call traced: each chain front -> middle -> back is a
+// tree of nested spans in three processes (named `<instance><suffix>`).
+void check_chains(const trace_file& t, std::size_t rounds, const std::string& front_suffix,
+                  const std::string& middle_suffix, const std::string& back_suffix) {
   auto relay_calls = spans_of(t, "call", "Middle::relay");
   auto relays = spans_of(t, "served", "Middle::relay");
   auto leaf_calls = spans_of(t, "call", "Back::leaf");
@@ -136,9 +132,9 @@ TEST_CASE("a chain of calls front -> middle -> back is a tree of nested spans in
   CHECK(front != middle);
   CHECK(middle != back);
   CHECK(front != back);
-  CHECK(t.process_names.at(front) == "front/0");
-  CHECK(t.process_names.at(middle) == "middle/0");
-  CHECK(t.process_names.at(back) == "back/0");
+  CHECK(t.process_names.at(front) == "front/0" + front_suffix);
+  CHECK(t.process_names.at(middle) == "middle/0" + middle_suffix);
+  CHECK(t.process_names.at(back) == "back/0" + back_suffix);
 
   std::set<std::string> traces;
   for (const span* c : relay_calls) {
@@ -189,8 +185,55 @@ TEST_CASE("a chain of calls front -> middle -> back is a tree of nested spans in
     CHECK(s->outcome == "reply");
   }
   // An arrow from each call to the span that served it.
-  CHECK(t.flows.at("s") == 3 * rounds);
-  CHECK(t.flows.at("f") == 3 * rounds);
+  CHECK(t.flows.at("s") == static_cast<int>(3 * rounds));
+  CHECK(t.flows.at("f") == static_cast<int>(3 * rounds));
+}
+
+TEST_CASE("a chain of calls front -> middle -> back is a tree of nested spans in three processes") {
+  temp_dir dir("tlaunch-trace");
+  const auto file = dir.path / "calls.json";
+  const int rounds = 20;
+  auto r = run_traced(file, {"--trace-sample=1"}, rounds);
+  REQUIRE_MESSAGE(r.code == 0, r.all);
+  CHECK(missing(r.all, {"20 relays", "trace: 120 spans written to " + file.string()}) == "");
+  check_chains(read_trace(file), rounds, "", "", "");
+}
+
+// Over SSH, against the loopback sshd of tools/sshd-fixture.sh (TLAUNCH_SSHD_ENV; the test
+// `observe_trace_ssh` runs this case alone, with the fixture): front/0 and back/0 on
+// 127.0.0.2, middle/0 on 127.0.0.3.
+TEST_CASE("ssh: the chains cross hosts, and each process's clock was probed") {
+  const char* path = std::getenv("TLAUNCH_SSHD_ENV");
+  REQUIRE_MESSAGE(path != nullptr, "TLAUNCH_SSHD_ENV is not set: run through ctest or "
+                                   "tools/sshd-fixture.sh run DIR -- <test binary>");
+  std::map<std::string, std::string> kv;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (auto eq = line.find('='); eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  const std::string h2 = kv.at("USER") + "@127.0.0.2:" + kv.at("PORT");
+  const std::string h3 = kv.at("USER") + "@127.0.0.3:" + kv.at("PORT");
+  temp_dir dir("tlaunch-trace");
+  const auto file = dir.path / "ssh.json";
+  const int rounds = 10;
+  auto r = run({program, "--launch=ssh", "--hosts=" + h2 + "," + h3, "--place", "front=" + h2,
+                "--place", "middle=" + h3, "--place", "back=" + h2, "--color=never",
+                "--ssh-identity=" + kv.at("IDENTITY"), "--known-hosts=" + kv.at("KNOWN_HOSTS"),
+                "--trace=" + file.string(), "--", std::to_string(rounds)},
+               180s);
+  REQUIRE_MESSAGE(r.code == 0, r.all);
+  CHECK(r.all.find("trace: 60 spans written to") != std::string::npos);
+  check_chains(read_trace(file), rounds, "@" + h2, "@" + h3, "@" + h2);
+  // Each process's track says the offset the launcher measured and applied.
+  std::ifstream f(file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  std::size_t labels = 0;
+  for (auto at = text.find("clock offset "); at != std::string::npos;
+       at = text.find("clock offset ", at + 1))
+    ++labels;
+  CHECK(labels == 3);
+  CHECK(text.find("round trip -") == std::string::npos);  // -: never probed
 }
 
 TEST_CASE("--trace-sample starts a trace for that fraction of calls, and a trace is whole") {

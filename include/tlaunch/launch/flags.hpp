@@ -489,7 +489,7 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
   check_terminal(o);
-  if (o.trace_sample && o.trace.empty() && o.role.empty())
+  if (o.trace_sample && o.trace.empty() && o.role.empty() && !o.agent)  // a launcher
     throw usage_error("--trace-sample: there is no --trace=FILE to write the traces to");
   if (!o.trace.empty()) {
     char buf[32];

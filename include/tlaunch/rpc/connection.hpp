@@ -505,7 +505,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::shared_ptr<link_metrics> metrics_;
   // --trace: the traced calls this connection serves, until their replies (under the lock),
   // and their count, read without it.
-  std::vector<served_span> served_spans_;
+  std::unordered_map<std::uint64_t, served_span> served_spans_;  // by call id
   std::atomic<std::uint32_t> traced_served_{0};
 
   // Writer-only state (one writer at a time, guarded by writing_).

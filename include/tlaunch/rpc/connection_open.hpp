@@ -250,7 +250,7 @@ TLAUNCH_DECL void connection::close_locked(std::unique_lock<tlaunch::detail::fas
   }
   auto pending = calls_.take_all();
   for (auto& p : pending) count_end_locked(*p, call_outcome::unavailable, 0, 0);
-  for (const auto& sp : served_spans_) cfg_->trace->end_served(sp, call_outcome::unavailable, 0);
+  for (const auto& [id, sp] : served_spans_) cfg_->trace->end_served(sp, call_outcome::unavailable, 0);
   served_spans_.clear();
   traced_served_.store(0, std::memory_order_relaxed);
   if (metrics_) cfg_->metrics->link_closed(metrics_);

@@ -127,7 +127,7 @@ TLAUNCH_DECL std::size_t connection::pending_count() const {
 TLAUNCH_DECL void connection::begin_served_span(const served_span& s) {
   std::lock_guard lk(mu_);
   if (closed_) return;
-  served_spans_.push_back(s);
+  served_spans_[s.call_id] = s;
   traced_served_.store(static_cast<std::uint32_t>(served_spans_.size()), std::memory_order_relaxed);
 }
 
@@ -137,12 +137,10 @@ TLAUNCH_DECL void connection::end_served_span(wire::kind type, std::uint64_t id,
   served_span s;
   {
     std::lock_guard lk(mu_);
-    auto it = std::find_if(served_spans_.begin(), served_spans_.end(),
-                           [id](const served_span& x) { return x.call_id == id; });
+    auto it = served_spans_.find(id);
     if (it == served_spans_.end()) return;
-    s = *it;
-    *it = served_spans_.back();
-    served_spans_.pop_back();
+    s = it->second;
+    served_spans_.erase(it);
     traced_served_.store(static_cast<std::uint32_t>(served_spans_.size()), std::memory_order_relaxed);
   }
   call_outcome o = call_outcome::reply;

@@ -120,11 +120,14 @@ TLAUNCH_DECL void coordinator::on_trace_spans(const std::shared_ptr<rpc::connect
     if (s.conn != c) continue;
     const std::uint32_t leader = s.leader;
     const auto n = static_cast<std::uint32_t>(slots_.size());
+    // A call from a run() body is named by its process's instances ("a/0+b/0" for a group).
+    std::string ids;
+    for (std::uint32_t m : slots_[leader].members) ids.append(ids.empty() ? "" : "+").append(slots_[m].id);
     trace_->write(
         b, leader + 1, s.clock.correction_ns(),
         [leader, n](std::uint32_t flat) { return flat < n ? flat + 1 : leader + 1; },
         [this, n](std::uint32_t flat) { return flat < n ? slots_[flat].id : std::string("?"); },
-        slots_[leader].where);
+        ids);
     return;
   }
 }

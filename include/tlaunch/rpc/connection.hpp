@@ -363,6 +363,10 @@ class connection : public std::enable_shared_from_this<connection> {
   std::unique_ptr<client_span> trace_call(const wire::frame_header& h, const pending_call& p) {
     return cfg_->trace->begin_call(h.target, p.method_name);
   }
+  // A call built on the stack, with its span: copied into a frame with its trailer.
+  std::uint64_t start_traced_call(std::span<char> frame, wire::frame_header h,
+                                  std::shared_ptr<pending_call> p,
+                                  std::unique_ptr<client_span> span);
   // Adds a traced call's trailer to its frame and header.
   static void add_trace_trailer(wire::frame_buffer& f, wire::frame_header& h, client_span& s) {
     char t[trace_trailer_size];

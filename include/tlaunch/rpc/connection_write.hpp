@@ -29,28 +29,35 @@ TLAUNCH_DECL std::uint64_t connection::start_call(wire::frame_buffer&& f, wire::
 TLAUNCH_DECL std::uint64_t connection::start_call(std::span<char> frame, wire::frame_header h,
                                                   std::shared_ptr<pending_call> p) {
   if (cfg_->trace) [[unlikely]]
-    if (auto span = trace_call(h, *p)) {  // the trailer needs a frame that can grow
-      wire::frame_buffer f(frame.size());
-      f.append(frame.data() + wire::header_size, frame.size() - wire::header_size);
-      add_trace_trailer(f, h, *span);
-      p->trace = std::move(span);
-      return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
-        f.seal(sealed);
-        out_.push(std::move(f));
-      });
-    }
+    if (auto span = trace_call(h, *p)) return start_traced_call(frame, h, std::move(p), std::move(span));
   return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
     seal_small(frame, sealed);
     out_.push_bytes(frame);
   });
 }
 
+TLAUNCH_DECL std::uint64_t connection::start_traced_call(std::span<char> frame,
+                                                         wire::frame_header h,
+                                                         std::shared_ptr<pending_call> p,
+                                                         std::unique_ptr<client_span> span) {
+  // The trailer needs a frame that can grow.
+  wire::frame_buffer f(frame.size());
+  f.append(frame.data() + wire::header_size, frame.size() - wire::header_size);
+  add_trace_trailer(f, h, *span);
+  p->trace = std::move(span);
+  return register_call(h, std::move(p), [&](const wire::frame_header& sealed) {
+    f.seal(sealed);
+    out_.push(std::move(f));
+  });
+}
+
 TLAUNCH_DECL void connection::start_call_batched(std::span<char> frame, wire::frame_header h,
                                                  std::shared_ptr<pending_call> p) {
-  if (cfg_->trace) [[unlikely]] {  // each call decides whether it is traced
-    start_call(frame, h, std::move(p));
-    return;
-  }
+  if (cfg_->trace) [[unlikely]]
+    if (auto span = trace_call(h, *p)) {  // a traced call goes alone, with its trailer
+      start_traced_call(frame, h, std::move(p), std::move(span));
+      return;
+    }
   seal_small(frame, h);  // the call id is set when the batch registers it
   std::shared_ptr<void> extra = std::move(p);
   if (deferred_writes::stage(

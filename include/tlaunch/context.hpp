@@ -7,6 +7,8 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -62,6 +64,20 @@ class metric_gauge {
   rpc::user_metric* m_;
 };
 
+// A histogram: each observation counted under the first of its bucket bounds it does not
+// exceed (served as Prometheus's histogram: cumulative `le` buckets, `_sum`, `_count`).
+class metric_histogram {
+ public:
+  explicit metric_histogram(rpc::user_histogram& h) : h_(&h) {}
+  // Counts x (NaN is not counted).
+  void observe(double x) const { h_->observe(x); }
+  std::uint64_t count() const { return h_->count(); }
+  double sum() const { return h_->sum(); }
+
+ private:
+  rpc::user_histogram* h_;
+};
+
 // A node's metrics: ctx.metrics().counter("episodes").add(1). Each name is one metric of
 // this instance, made on first use; keep what counter() returns where it is used often.
 class node_metrics {
@@ -73,6 +89,22 @@ class node_metrics {
   }
   metric_gauge gauge(std::string_view name) const {
     return metric_gauge(r_->user(instance_, std::string(name), false));
+  }
+  // Prometheus's default buckets: 5 ms to 10 s, for durations in seconds.
+  static std::vector<double> default_buckets() {
+    return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  }
+  // The histogram `name` with these upper bounds (finite, ascending; one name, one set of
+  // bounds: std::invalid_argument otherwise).
+  metric_histogram histogram(std::string_view name,
+                             std::vector<double> bounds = default_buckets()) const {
+    if (bounds.empty())
+      throw std::invalid_argument("histogram \"" + std::string(name) + "\": no bucket bounds");
+    for (std::size_t i = 0; i < bounds.size(); ++i)
+      if (!std::isfinite(bounds[i]) || (i > 0 && !(bounds[i - 1] < bounds[i])))
+        throw std::invalid_argument("histogram \"" + std::string(name) +
+                                    "\": bucket bounds must be finite and ascending");
+    return metric_histogram(r_->histogram(instance_, std::string(name), bounds));
   }
 
  private:

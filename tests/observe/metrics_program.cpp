@@ -1,7 +1,8 @@
 // A program for the metrics tests: workers call a parameter server in a loop until the
 // program is stopped (SIGTERM, Ctrl-C). Each worker adds 1 (ParamServer::add) every 2 ms,
 // calls ParamServer::fail (which throws) every tenth round, and counts its rounds in its
-// own counter "rounds" and its last value in the gauge "last_total". With the program
+// own counter "rounds", its last value in the gauge "last_total" and the time each add
+// took in the histogram "add_seconds". With the program
 // argument `idle` (after `--`), the workers make no calls and wait for the stop
 // (benchmarks/observe_bench.py: a large program's launcher serving its dashboard).
 #include <tlaunch/tlaunch.hpp>
@@ -31,8 +32,12 @@ struct Worker {
     ctx.log("{} calls ps", ctx.id());
     auto rounds = ctx.metrics().counter("rounds");
     auto last = ctx.metrics().gauge("last_total");
+    auto add_seconds = ctx.metrics().histogram("add_seconds", {1e-4, 1e-3, 1e-2, 1e-1});
     for (std::uint64_t i = 0; !ctx.stop_requested(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
       const std::int64_t total = co_await ps.call<&ParamServer::add>(1);
+      add_seconds.observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       last.set(static_cast<double>(total));
       if (i % 10 == 0) {
         try {

@@ -3,15 +3,18 @@
 // (launch/observe/http_endpoint.hpp), without processes.
 #include <doctest/doctest.h>
 
+#include <tlaunch/context.hpp>
 #include <tlaunch/launch/observe/http_endpoint.hpp>
 #include <tlaunch/launch/observe/prometheus.hpp>
 #include <tlaunch/rpc/metrics.hpp>
+#include <tlaunch/wire/codec.hpp>
 
 #include <asio/executor_work_guard.hpp>
 
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -110,6 +113,56 @@ TEST_CASE("a connection's counts reach the sample, and stay there after it close
   rpc::metrics_sample after;
   reg.sample_into(after, names, methods);
   check(after);
+}
+
+TEST_CASE("a node's histogram: each value under the first bound it does not exceed") {
+  rpc::metrics_registry reg;
+  tlaunch::node_metrics m(reg, "worker/0");
+  auto h = m.histogram("step_seconds", {0.1, 1, 10});
+  for (double x : {0.05, 0.1, 0.5, 1.0, 3.0, 99.0, std::nan("")}) h.observe(x);
+  CHECK(h.count() == 6);  // NaN is not counted
+  CHECK(h.sum() == doctest::Approx(0.05 + 0.1 + 0.5 + 1.0 + 3.0 + 99.0));
+  // The same name again is the same histogram; other bounds are refused, naming it.
+  m.histogram("step_seconds", {0.1, 1, 10}).observe(0.2);
+  CHECK(h.count() == 7);
+  CHECK_THROWS_WITH_AS(m.histogram("step_seconds", {1, 2}),
+                       "the histogram \"step_seconds\" of worker/0 was made with other bucket bounds",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(m.histogram("bad", {1, 1}),
+                       "histogram \"bad\": bucket bounds must be finite and ascending",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(m.histogram("none", {}), std::invalid_argument);
+  CHECK(m.histogram("latency").count() == 0);  // Prometheus's default buckets
+
+  rpc::metrics_sample s;
+  s.process = "worker/0";
+  reg.sample_into(s, [](std::uint32_t) { return std::string(); },
+                  [](std::uint32_t, std::uint64_t) { return std::string(); });
+  REQUIRE(s.histograms.size() == 2);
+  const rpc::histogram_sample& hs = s.histograms[1];  // "latency" sorts first
+  CHECK(hs.name == "step_seconds");
+  CHECK(hs.bounds == std::vector<double>{0.1, 1, 10});
+  CHECK(hs.counts == std::vector<std::uint64_t>{2, 3, 1, 1});
+  // Through the wire format, as the launcher gets it.
+  wire::frame_buffer f;
+  wire::serialize_into(f, s);
+  rpc::metrics_sample back;
+  wire::deserialize_from(f.bytes().subspan(wire::header_size), back);
+  REQUIRE(back.histograms.size() == 2);
+  CHECK(back.histograms[1].counts == hs.counts);
+  CHECK(back.histograms[1].sum == hs.sum);
+
+  std::vector<launch::observe::process_metrics> ps = {{"worker/0", "h", 0, true, &back}};
+  const std::string text = launch::observe::render_prometheus(ps, 1);
+  INFO(text);
+  const std::string w0 = "process=\"worker/0\",node=\"worker\",replica=\"0\",host=\"h\"";
+  CHECK(text.find("# TYPE tlaunch_user_step_seconds histogram\n") != std::string::npos);
+  CHECK(value_of(text, "tlaunch_user_step_seconds_bucket{" + w0 + ",le=\"0.1\"}") == 2);
+  CHECK(value_of(text, "tlaunch_user_step_seconds_bucket{" + w0 + ",le=\"1\"}") == 5);
+  CHECK(value_of(text, "tlaunch_user_step_seconds_bucket{" + w0 + ",le=\"10\"}") == 6);
+  CHECK(value_of(text, "tlaunch_user_step_seconds_bucket{" + w0 + ",le=\"+Inf\"}") == 7);
+  CHECK(value_of(text, "tlaunch_user_step_seconds_count{" + w0 + "}") == 7);
+  CHECK(value_of(text, "tlaunch_user_step_seconds_sum{" + w0 + "}") == doctest::Approx(hs.sum));
 }
 
 TEST_CASE("the Prometheus text: families once, labels escaped, histograms cumulative") {

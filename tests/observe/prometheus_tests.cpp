@@ -120,6 +120,25 @@ void check_prometheus_scrapes(std::uint16_t port, int processes) {
                      "/api/v1/query?query=" + url_encode("count(tlaunch_process_up == 1)"))
                 .body;
   CHECK(up.find(",\"" + std::to_string(processes) + "\"]") != std::string::npos);
+  // The workers' own histogram (add_seconds, buckets up to 0.1 s): its median as Prometheus
+  // computes it from the buckets, a time of a call on this machine.
+  const std::string median_query =
+      "/api/v1/query?query=" +
+      url_encode("histogram_quantile(0.5, sum by (le) (rate(tlaunch_user_add_seconds_bucket[10s])))");
+  std::string median_answer;
+  double median = -1;
+  for (int i = 0; i < 20 && median < 0; ++i) {
+    median_answer = http_get("127.0.0.1", prom_port, median_query).body;
+    std::smatch m;
+    if (std::regex_search(median_answer, m,
+                          std::regex(R"re("value":\[[0-9.]+,"([0-9.eE+-]+)"\])re")))
+      median = std::stod(m[1]);
+    else
+      std::this_thread::sleep_for(500ms);
+  }
+  INFO("Prometheus answered: " << median_answer);
+  CHECK(median > 0);
+  CHECK(median <= 0.1);
   prom.signal(SIGTERM);
   CHECK(prom.wait_or_kill(30s) == 0);
 }
@@ -148,6 +167,9 @@ TEST_CASE("local_mp --metrics: every edge's calls, errors and latency, the serve
                        "host=\"\",method=\"ParamServer::add\"}") > 40);
   CHECK(value_of(text, "tlaunch_user_rounds_total{" + w0 + "}") > 0);
   CHECK(value_of(text, "tlaunch_user_last_total{" + w0 + "}") > 0);
+  CHECK(value_of(text, "tlaunch_user_add_seconds_bucket{" + w0 + ",le=\"+Inf\"}") ==
+        value_of(text, "tlaunch_user_add_seconds_count{" + w0 + "}"));
+  CHECK(value_of(text, "tlaunch_user_add_seconds_count{" + w0 + "}") > 0);
   for (std::string proc : {"ps/0\",node=\"ps\",replica=\"0", "worker/0\",node=\"worker\",replica=\"0",
                            "worker/1\",node=\"worker\",replica=\"1"}) {
     CHECK(value_of(text, "tlaunch_process_up{process=\"" + proc + "\",host=\"\"}") == 1);

@@ -1,6 +1,6 @@
 // What a process counts of its calls, always on: per edge (the calls this process makes
-// to one instance's method) and per served method, and the user's own counters and gauges
-// (tlaunch::context::metrics). A connection counts into blocks of its own (link_metrics),
+// to one instance's method) and per served method, and the user's own counters, gauges and
+// histograms (tlaunch::context::metrics). A connection counts into blocks of its own (link_metrics),
 // written by one thread at a time without read-modify-write instructions: the caller's
 // side under the connection's lock, which the call path takes anyway, the served side by
 // the connection's reader. A registry per process (metrics_registry) keeps the live blocks
@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -175,6 +176,19 @@ struct served_sample {
   }
 };
 
+// A user's histogram (tlaunch::context::metrics): its observations counted under each upper
+// bound (not cumulative; the last count is of those above every bound), and their sum.
+struct histogram_sample {
+  std::string instance, name;
+  std::vector<double> bounds;  // ascending
+  std::vector<std::uint64_t> counts;  // bounds.size() + 1
+  double sum = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(instance, name, bounds, counts, sum);
+  }
+};
+
 // A user's metric (tlaunch::context::metrics).
 struct user_sample {
   std::string instance, name;
@@ -196,9 +210,11 @@ struct metrics_sample {
   std::vector<call_sample> calls;
   std::vector<served_sample> served;
   std::vector<user_sample> user;
+  std::vector<histogram_sample> histograms;
   template <class A>
   void serialize(A& a) {
-    a(process, pid, cpu_seconds, rss_bytes, connections, unsent_bytes, calls, served, user);
+    a(process, pid, cpu_seconds, rss_bytes, connections, unsent_bytes, calls, served, user,
+      histograms);
   }
 };
 
@@ -217,6 +233,41 @@ class user_metric {
 
  private:
   std::atomic<double> value_{0};
+};
+
+// A user's histogram: counts any thread may add to (a relaxed atomic increment each).
+class user_histogram {
+ public:
+  explicit user_histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  // Counts x under the first bound it does not exceed (Prometheus's `le`); NaN is not counted.
+  void observe(double x) {
+    if (x != x) return;
+    const auto k = static_cast<std::size_t>(
+        std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin());
+    counts_[k].fetch_add(1, std::memory_order_relaxed);
+    double v = sum_.load(std::memory_order_relaxed);
+    while (!sum_.compare_exchange_weak(v, v + x, std::memory_order_relaxed)) {
+    }
+  }
+  const std::vector<double>& bounds() const { return bounds_; }
+  std::uint64_t count() const {
+    std::uint64_t n = 0;
+    for (const auto& c : counts_) n += c.load(std::memory_order_relaxed);
+    return n;
+  }
+  double sum() const { return sum_.load(std::memory_order_relaxed); }
+  void sample_into(histogram_sample& out) const {
+    out.bounds = bounds_;
+    out.counts.clear();
+    for (const auto& c : counts_) out.counts.push_back(c.load(std::memory_order_relaxed));
+    out.sum = sum();
+  }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::atomic<std::uint64_t>> counts_;
+  std::atomic<double> sum_{0};
 };
 
 class metrics_registry {
@@ -245,6 +296,19 @@ class metrics_registry {
     return *e;
   }
 
+  // The user's histogram `name` of instance `instance`, with these upper bounds (made on
+  // first use; never removed). Asking again with other bounds throws std::invalid_argument.
+  user_histogram& histogram(const std::string& instance, const std::string& name,
+                            const std::vector<double>& bounds) {
+    std::lock_guard lk(mu_);
+    auto& e = histograms_[{instance, name}];
+    if (!e) e = std::make_unique<user_histogram>(bounds);
+    if (e->bounds() != bounds)
+      throw std::invalid_argument("the histogram \"" + name + "\" of " + instance +
+                                  " was made with other bucket bounds");
+    return *e;
+  }
+
   // Every count so far; names of targets and served methods through the functions given.
   template <class InstanceName, class MethodName>
   void sample_into(metrics_sample& out, InstanceName&& instance_name,
@@ -259,6 +323,13 @@ class metrics_registry {
       for (const auto& l : live_) add_to(calls, served, *l);
       for (const auto& [k, v] : user_)
         user.push_back({{std::get<0>(k), std::get<1>(k)}, {std::get<2>(k), v->get()}});
+      for (const auto& [k, v] : histograms_) {
+        histogram_sample h;
+        h.instance = k.first;
+        h.name = k.second;
+        v->sample_into(h);
+        out.histograms.push_back(std::move(h));
+      }
     }
     for (const auto& [k, v] : calls) {
       call_sample c;
@@ -313,6 +384,7 @@ class metrics_registry {
   call_totals closed_calls_;
   served_totals closed_served_;
   std::map<std::tuple<std::string, std::string, bool>, std::unique_ptr<user_metric>> user_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<user_histogram>> histograms_;
 };
 
 }  // namespace tlaunch::rpc

@@ -185,6 +185,23 @@ inline std::string render_prometheus(const std::vector<process_metrics>& process
                         label_value(p.host)),
             sample_value(u.value));
     }
+    for (const auto& h : s.histograms) {
+      const auto [node, replica] = node_and_replica(h.instance);
+      const std::string name = "tlaunch_user_" + metric_name(h.name);
+      const std::string labels =
+          fmt::format("process=\"{}\",node=\"{}\",replica=\"{}\",host=\"{}\"",
+                      label_value(p.process), label_value(node), label_value(replica),
+                      label_value(p.host));
+      std::uint64_t cumulative = 0;
+      for (std::size_t k = 0; k < h.counts.size(); ++k) {
+        cumulative += h.counts[k];
+        const std::string le = k < h.bounds.size() ? sample_value(h.bounds[k]) : "+Inf";
+        e.add(name, "histogram", "A node's own histogram (context::metrics).",
+              fmt::format("{},le=\"{}\"", labels, le), std::to_string(cumulative), "_bucket");
+      }
+      e.add(name, "histogram", "", labels, sample_value(h.sum), "_sum");
+      e.add(name, "histogram", "", labels, std::to_string(cumulative), "_count");
+    }
   }
   return e.text();
 }

@@ -2,12 +2,16 @@
 // headless Chromium (Debian's `chromium`), which runs its script against the launcher, and
 // the test reads the DOM it rendered: the graph, the instance table, an edge's changing
 // numbers, the methods' charts, a restart on the timeline. It saves a screenshot
-// (dashboard.png, in the test's working directory).
+// (dashboard.png, in the test's working directory). The "ssh:" case runs the program on two
+// hosts and reads the same page.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -125,4 +129,55 @@ TEST_CASE("the dashboard off loopback: the page and its state need the printed t
   CHECK(state.status == 200);
   CHECK(has(state.body, "\"processes\":["));
   run.stop();
+}
+
+// Over SSH, against the loopback sshd of tools/sshd-fixture.sh (TLAUNCH_SSHD_ENV; the test
+// `observe_dashboard_ssh` runs this case alone, with the fixture): ps/0 and worker/1 on
+// 127.0.0.2, worker/0 on 127.0.0.3.
+TEST_CASE("ssh: the dashboard of a program on two hosts, in a real browser") {
+  REQUIRE_MESSAGE(std::filesystem::exists(chromium),
+                  "Debian's chromium package is needed (tools/install-deps.sh installs it)");
+  const char* path = std::getenv("TLAUNCH_SSHD_ENV");
+  REQUIRE_MESSAGE(path != nullptr, "TLAUNCH_SSHD_ENV is not set: run through ctest or "
+                                   "tools/sshd-fixture.sh run DIR -- <test binary>");
+  std::map<std::string, std::string> kv;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (auto eq = line.find('='); eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  const std::string h2 = kv.at("USER") + "@127.0.0.2:" + kv.at("PORT");
+  const std::string h3 = kv.at("USER") + "@127.0.0.3:" + kv.at("PORT");
+  process p({TLAUNCH_METRICS_PROGRAM_EXE, "--launch=ssh", "--hosts=" + h2 + "," + h3, "--place",
+             "worker=" + h3 + "," + h2, "--place", "ps=" + h2, "--color=never",
+             "--ssh-identity=" + kv.at("IDENTITY"), "--known-hosts=" + kv.at("KNOWN_HOSTS"),
+             "--dashboard=127.0.0.1:0"});
+  REQUIRE_MESSAGE(p.wait_for_output("dashboard at http://", 120s), p.all());
+  std::smatch pm;
+  const std::string printed = p.all();
+  REQUIRE(std::regex_search(printed, pm, std::regex(R"(dashboard at http://[^ ]*:(\d+)/)")));
+  const std::string url = "http://127.0.0.1:" + std::string(pm[1]) + "/";
+  REQUIRE_MESSAGE(p.wait_for_output("worker/0 calls ps", 60s), p.all());
+  std::this_thread::sleep_for(3s);
+
+  const std::string dom = rendered(url, 5000);
+  INFO(dom);
+  CHECK(has(dom, "worker \u00d72</text>"));
+  CHECK(has(dom, ">ps</text>"));
+  CHECK(std::regex_search(dom, std::regex(R"(class="edge-label"[^>]*>[0-9]+\.[0-9]/s, p99 [0-9.]+ (us|ms)<)")));
+  // Each process on its host, running, with the pid it has there.
+  for (const auto& [proc, host] : {std::pair<std::string, std::string>{"ps/0", h2},
+                                   {"worker/0", h3}, {"worker/1", h2}})
+    CHECK(std::regex_search(dom, std::regex("data-process=\"" + proc + "\"><td>[^<]*</td><td>" +
+                                            std::regex_replace(host, std::regex(R"([.])"), "\\.") +
+                                            "</td><td>[1-9][0-9]*</td><td class=\"state-running\">running</td>")));
+  // Live numbers from both hosts' processes.
+  const auto before = calls_column(dom);
+  REQUIRE(!before.empty());
+  std::this_thread::sleep_for(2s);
+  const auto after = calls_column(rendered(url, 3000));
+  REQUIRE(after.size() == before.size());
+  long grown = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) grown += after[i] > before[i];
+  CHECK(grown > 0);
+  p.signal(SIGTERM);
+  CHECK(p.wait_or_kill(60s) == 143);
 }

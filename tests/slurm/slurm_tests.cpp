@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include "../common/temp_dir.hpp"
 #include "../common/process.hpp"
+#include "../observe/http_get.hpp"
 
 using namespace tlaunch::integration;
 
@@ -364,6 +366,59 @@ TEST_SUITE("slurm") {
       }
       CHECK(none_left(marker, 20s));
     }
+  }
+
+  TEST_CASE("--dashboard, --metrics and --trace under salloc: the processes on their nodes") {
+    use_cluster();
+    auto marker = unique_marker("slurm-observe");
+    process p(salloc({TLAUNCH_METRICS_PROGRAM_EXE, "--launch=slurm", "--place", "ps=node1",
+                      "--place", "worker=node2", "--dashboard=127.0.0.1:0",
+                      "--metrics=127.0.0.1:0", "--", marker}));
+    REQUIRE_MESSAGE(p.wait_for_output("worker/1 calls ps", 60s), p.all());
+    auto port_of = [&](const std::string& endpoint) {
+      std::smatch m;
+      const std::string all = p.all();
+      REQUIRE_MESSAGE(std::regex_search(all, m, std::regex(endpoint + R"( at http://[^ ]*:(\d+)/)")),
+                      all);
+      return static_cast<std::uint16_t>(std::stoi(m[1]));
+    };
+    const auto dashboard = port_of("dashboard"), metrics = port_of("metrics");
+    // The dashboard's state: each process on its Slurm node, running.
+    std::string state;
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    do {
+      std::this_thread::sleep_for(500ms);
+      state = tlaunch::test_support::http_get("127.0.0.1", dashboard, "/api/state").body;
+    } while (!has(state, "\"calls\":") && std::chrono::steady_clock::now() < deadline);
+    INFO(state);
+    for (const auto& [proc, host] : {std::pair<std::string, std::string>{"ps/0", "node1"},
+                                     {"worker/0", "node2"}, {"worker/1", "node2"}})
+      CHECK(std::regex_search(state, std::regex("\\{\"process\":\"" + proc + "\",\"host\":\"" +
+                                                host + "\"[^}]*\"state\":\"running\"")));
+    // Prometheus's page: the calls of a worker on node2 to ps/0.
+    const std::string text = tlaunch::test_support::http_get("127.0.0.1", metrics, "/metrics").body;
+    INFO(text);
+    CHECK(has(text, "tlaunch_calls_total{process=\"worker/0\",node=\"worker\",replica=\"0\","
+                    "host=\"node2\",peer=\"ps/0\",method=\"ParamServer::add\"}"));
+    pid_t launcher = launcher_pid(marker);
+    REQUIRE(launcher > 0);
+    ::kill(launcher, SIGTERM);
+    CHECK(p.wait_or_kill(30s) == 143);
+    CHECK(none_left(marker, 20s));
+
+    // A chain of calls across the two nodes, traced.
+    tlaunch::test_support::temp_dir dir("tlaunch-slurm-test");
+    const std::string file = (dir.path / "trace.json").string();
+    auto traced = run(salloc({TLAUNCH_TRACE_PROGRAM_EXE, "--launch=slurm", "--place", "front=node1",
+                              "--place", "middle=node2", "--place", "back=node1",
+                              "--trace=" + file, "--", "5"}),
+                      60s);
+    INFO(traced.all);
+    CHECK(traced.code == 0);
+    CHECK(has(traced.all, "trace: 30 spans written to " + file));
+    const std::string json = read_file(file);
+    CHECK(has(json, "\"name\":\"middle/0@node2\""));
+    CHECK(has(json, "\"caller\":\"middle/0\",\"callee\":\"back/0\""));
   }
 
   TEST_CASE("scancel of the job stops the launcher and every task") {

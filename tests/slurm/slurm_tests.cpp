@@ -395,11 +395,19 @@ TEST_SUITE("slurm") {
                                      {"worker/0", "node2"}, {"worker/1", "node2"}})
       CHECK(std::regex_search(state, std::regex("\\{\"process\":\"" + proc + "\",\"host\":\"" +
                                                 host + "\"[^}]*\"state\":\"running\"")));
-    // Prometheus's page: the calls of a worker on node2 to ps/0.
-    const std::string text = tlaunch::test_support::http_get("127.0.0.1", metrics, "/metrics").body;
+    // Prometheus's page: the calls of a worker on node2 to ps/0 (each process is asked for
+    // its sample once a second).
+    const std::string series = "tlaunch_calls_total{process=\"worker/0\",node=\"worker\","
+                               "replica=\"0\",host=\"node2\",peer=\"ps/0\","
+                               "method=\"ParamServer::add\"}";
+    std::string text;
+    deadline = std::chrono::steady_clock::now() + 30s;
+    do {
+      text = tlaunch::test_support::http_get("127.0.0.1", metrics, "/metrics").body;
+      if (!has(text, series)) std::this_thread::sleep_for(200ms);
+    } while (!has(text, series) && std::chrono::steady_clock::now() < deadline);
     INFO(text);
-    CHECK(has(text, "tlaunch_calls_total{process=\"worker/0\",node=\"worker\",replica=\"0\","
-                    "host=\"node2\",peer=\"ps/0\",method=\"ParamServer::add\"}"));
+    CHECK(has(text, series));
     pid_t launcher = launcher_pid(marker);
     REQUIRE(launcher > 0);
     ::kill(launcher, SIGTERM);

@@ -180,6 +180,7 @@ class coordinator final : public rpc::connection_sink {
       const std::string& flag, const std::string& address,
       std::function<observe::http_response(std::string_view)> handler);
   void ask_metrics();
+  std::uint32_t metrics_tick_ = 0;  // ask_metrics's turns (a tenth of the processes each)
   std::string metrics_text() const;
   std::string dashboard_state() const;
   std::string endpoint_token_;  // "" until an endpoint off loopback needs one

@@ -133,6 +133,36 @@ using with_echo = tlaunch::launch::launcher_list<tlaunch::launch::local_mt_launc
 }  // namespace
 
 TEST_SUITE("registry") {
+  TEST_CASE("a launcher's traits: --terminal, --metrics, --dashboard and --trace need its node processes") {
+    // local_mt and k8s say why they have none; the message is theirs.
+    for (const char* flag : {"--terminal=tmux", "--metrics=127.0.0.1:0", "--dashboard=127.0.0.1:0",
+                             "--trace=t.json"}) {
+      CAPTURE(flag);
+      CHECK_THROWS_WITH_AS(parse({"--launch=local_mt", flag}),
+                           doctest::Contains("--launch=local_mt runs every node in this one "
+                                             "process, so there are no node processes whose"),
+                           tlaunch::launch::usage_error);
+      CHECK_THROWS_WITH_AS(parse({"--launch=k8s", "--k8s-image=i", flag}),
+                           doctest::Contains("--launch=k8s starts nothing on this machine"),
+                           tlaunch::launch::usage_error);
+      for (const char* launch : {"--launch=local_mp", "--launch=ssh", "--launch=slurm"})
+        CHECK_NOTHROW(parse({launch, flag}));
+    }
+    CHECK_THROWS_WITH(parse({"--launch=local_mt", "--trace=t.json"}),
+                      doctest::Contains("whose calls the launcher could gather"));
+    CHECK_THROWS_WITH(parse({"--launch=local_mt", "--metrics=127.0.0.1:0"}),
+                      doctest::Contains("whose counts the launcher could gather"));
+    // From the launchers' types; a launcher without the traits has node processes and no forker.
+    const auto table = tlaunch::launch::registered_launchers::table();
+    CHECK(table.find("local_mp")->forks_nodes);
+    for (const char* l : {"local_mt", "ssh", "slurm", "k8s"}) CHECK_FALSE(table.find(l)->forks_nodes);
+    CHECK(table.find("ssh")->no_node_processes.empty());
+    CHECK(table.find("nowhere") == nullptr);
+    const auto echo = with_echo::table();
+    CHECK(echo.find("echo")->no_node_processes.empty());
+    CHECK_FALSE(echo.find("echo")->forks_nodes);
+  }
+
   TEST_CASE("--launch values, --help and the error for an unknown one come from the registry") {
     auto u = tlaunch::launch::usage("prog");
     for (const char* l : {"local_mt: every node", "local_mp: one process per node", "ssh: nodes on",

@@ -275,7 +275,9 @@ TEST_CASE("--trace and --trace-sample: what is wrong is named") {
 
   auto mt = run({program, "--launch=local_mt", "--trace=" + (dir.path / "t.json").string()});
   CHECK(mt.code == 2);
-  CHECK(mt.all.find("--launch=local_mt runs none") != std::string::npos);
+  CHECK(mt.all.find("--trace=" + (dir.path / "t.json").string() +
+                    ": --launch=local_mt runs every node in this one process, so there are no "
+                    "node processes whose calls the launcher could gather") != std::string::npos);
 
   const std::string nowhere = (dir.path / "no-such-dir" / "t.json").string();
   auto unwritable = run({program, "--launch=local_mp", "--trace=" + nowhere});

@@ -98,6 +98,7 @@ struct local_mt_launcher {
   static constexpr std::string_view name = "local_mt";
   static constexpr std::string_view summary = "every node in this process";
   static constexpr std::string_view usage = "";
+  static constexpr std::string_view no_node_processes = "runs every node in this one process";
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     return no_flags(o, f, r);
   }
@@ -112,6 +113,7 @@ struct local_mp_launcher {
   static constexpr std::string_view name = "local_mp";
   static constexpr std::string_view summary = "one process per node on this machine";
   static constexpr std::string_view usage = "";
+  static constexpr bool forks_nodes = true;
   static bool parse_flag(options& o, const std::string& f, const flag_reader& r) {
     return no_flags(o, f, r);
   }
@@ -202,6 +204,9 @@ struct k8s_launcher {
   static constexpr std::string_view name = "k8s";
   static constexpr std::string_view summary =
       "writes Kubernetes manifests (an Indexed Job, a headless Service, a Secret)";
+  static constexpr std::string_view no_node_processes =
+      "starts nothing on this machine (it writes manifests; the pods' output is in kubectl "
+      "logs)";
   static constexpr std::string_view usage =
       R"(Kubernetes (--launch=k8s; writes manifests, `kubectl apply` runs them):
   --k8s-image=IMAGE        the image the pods run (holds this program; required)

@@ -123,8 +123,18 @@ struct launcher_table {
     // Takes one of its own flags into `o` and returns true; false for a flag it does not
     // know. Throws usage_error for a bad value.
     bool (*parse_flag)(options& o, const std::string& name, const flag_reader& r);
+    // Its traits (launch/launcher.hpp): why it has no node processes here ("": it has), and
+    // whether it forks them from tlaunch::main's node forker.
+    std::string_view no_node_processes = {};
+    bool forks_nodes = false;
   };
   std::vector<entry> entries;
+  // The entry named `name`; null when there is none.
+  const entry* find(std::string_view name) const {
+    for (const auto& e : entries)
+      if (e.name == name) return &e;
+    return nullptr;
+  }
 };
 
 inline std::string usage(std::string_view prog, const launcher_table& launchers) {
@@ -269,20 +279,25 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 
 }  // namespace detail
 
-// --terminal needs node processes whose output passes through this launcher.
-inline void check_terminal(const options& o) {
+// --terminal, --metrics, --dashboard and --trace need node processes whose output, counts
+// and calls pass through this launcher: the launcher --launch names must have them.
+inline void check_watchable(const options& o, const launcher_table& launchers) {
   if (o.terminal_close && o.terminal.empty())
     throw usage_error("--terminal-close: there is no --terminal=tmux session to close");
-  if (o.terminal.empty()) return;
-  if (o.launch == "local_mt")
-    throw usage_error("--terminal=" + o.terminal +
-                      ": --launch=local_mt runs every node in this one process, which has no "
-                      "node processes whose output a window could follow; use "
-                      "--launch=local_mp (or ssh, slurm)");
-  if (o.launch == "k8s")
-    throw usage_error("--terminal=" + o.terminal +
-                      ": --launch=k8s starts nothing on this machine (it writes manifests), so "
-                      "no node's output passes through it; use kubectl logs");
+  const auto* l = launchers.find(o.launch);
+  if (!l || l->no_node_processes.empty()) return;
+  const std::string why = "--launch=" + o.launch + " " + std::string(l->no_node_processes) +
+                          ", so there are no node processes whose ";
+  const std::string instead = "; use --launch=local_mp (or ssh, slurm)";
+  if (!o.terminal.empty())
+    throw usage_error("--terminal=" + o.terminal + ": " + why + "output a window could follow" +
+                      instead);
+  for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--metrics", o.metrics},
+                                     {"--dashboard", o.dashboard}, {"--trace", o.trace}})
+    if (!value.empty())
+      throw usage_error(flag + "=" + value + ": " + why +
+                        (flag == "--trace" ? "calls" : "counts") +
+                        " the launcher could gather" + instead);
 }
 
 // Parses the command line; the launchers' own flags go to their parse_flag.
@@ -488,7 +503,7 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
   }
   if (!o.role.empty() && o.coordinator.empty())
     throw usage_error("--tlaunch-role needs --tlaunch-coordinator");
-  check_terminal(o);
+  check_watchable(o, launchers);
   if (o.trace_sample && o.trace.empty() && o.role.empty() && !o.agent)  // a launcher
     throw usage_error("--trace-sample: there is no --trace=FILE to write the traces to");
   if (!o.trace.empty()) {
@@ -497,19 +512,6 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
     // Before the program's own arguments ("--" and what follows), which are passed on too.
     auto at = std::find(o.passthrough.begin(), o.passthrough.end(), std::string("--"));
     o.passthrough.insert(at, std::string("--trace-sample=") + buf);
-  }
-  for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--metrics", o.metrics},
-                                     {"--dashboard", o.dashboard},
-                                     {"--trace", o.trace}}) {
-    if (value.empty()) continue;
-    if (o.launch == "local_mt")
-      throw usage_error(flag + "=" + value +
-                        ": the launcher gathers what it shows from node processes, and "
-                        "--launch=local_mt runs none; use --launch=local_mp (or ssh, slurm)");
-    if (o.launch == "k8s")
-      throw usage_error(flag + "=" + value +
-                        ": --launch=k8s writes manifests and runs nothing here; use "
-                        "--launch=local_mp, ssh or slurm");
   }
   if (!o.endpoint_token.empty() && o.metrics.empty() && o.dashboard.empty())
     throw usage_error("--endpoint-token: there is no --metrics or --dashboard endpoint to protect");

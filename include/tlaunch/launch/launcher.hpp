@@ -40,6 +40,28 @@ concept launcher = requires(options& o, const std::string& flag, const flag_read
   { L::run(plan, out) } -> std::same_as<int>;
 };
 
+// A launcher's optional traits (one without them has neither):
+//   L::no_node_processes  why it has no node processes of its own whose output, counts and
+//                         calls pass through this launcher ("runs every node in this one
+//                         process"); --terminal, --metrics, --dashboard and --trace are
+//                         refused with it. Absent or "": it has such processes.
+//   L::forks_nodes        true: its node processes are forked from the node forker, which
+//                         tlaunch::main starts first thing (launch/process/node_forker.hpp).
+template <class L>
+constexpr std::string_view no_node_processes_of() {
+  if constexpr (requires { L::no_node_processes; })
+    return L::no_node_processes;
+  else
+    return {};
+}
+template <class L>
+constexpr bool forks_nodes_of() {
+  if constexpr (requires { L::forks_nodes; })
+    return L::forks_nodes;
+  else
+    return false;
+}
+
 // What a launch from inside a program (tlaunch::start, start.hpp) asks of local_mt and
 // local_mp besides running the program; tlaunch::main and test_launch leave most empty.
 struct run_hooks {

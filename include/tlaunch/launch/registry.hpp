@@ -1,6 +1,9 @@
 // The launchers --launch chooses from. Adding one: its launcher type (see
-// launch/launcher.hpp) in launch/entry_points.hpp, its body in a header of its own, and one
-// entry in registered_launchers below; --launch, --help and dispatch follow from this list.
+// launch/launcher.hpp: its name, --help lines, flags and run, and the optional traits that
+// say whether it has node processes here and forks them) in launch/entry_points.hpp, its
+// body in a header of its own, and one entry in registered_launchers below; --launch,
+// --help, the flags that need node processes, the node forker and dispatch follow from
+// this list.
 #pragma once
 
 #include <string>
@@ -28,7 +31,9 @@ namespace tlaunch::launch {
 template <launcher... L>
 struct launcher_list {
   static launcher_table table() {
-    return launcher_table{{launcher_table::entry{L::name, L::summary, L::usage, &L::parse_flag}...}};
+    return launcher_table{{launcher_table::entry{L::name, L::summary, L::usage, &L::parse_flag,
+                                                 no_node_processes_of<L>(),
+                                                 forks_nodes_of<L>()}...}};
   }
 
   // Runs the plan with the launcher its options' --launch names.

@@ -213,6 +213,44 @@ template class detail::batch_group_for<asio::any_io_executor>;
 
 namespace detail {
 
+// The executor of a traced coroutine: its strand's (held as any_io_executor), with
+// current_trace set to the span around each function it runs. Every resumption of the
+// coroutine is one: the completion of what it awaited is dispatched to its executor.
+class traced_executor {
+ public:
+  traced_executor(asio::any_io_executor inner, trace_context ctx) noexcept
+      : inner_(std::move(inner)), ctx_(ctx) {}
+  asio::execution_context& query(asio::execution::context_t) const noexcept {
+    return asio::query(inner_, asio::execution::context_as<asio::execution_context&>);
+  }
+  traced_executor require(asio::execution::blocking_t::never_t p) const {
+    return {asio::require(inner_, p), ctx_};
+  }
+  template <class P>
+    requires requires(const asio::any_io_executor& e, const P& q) { asio::prefer(e, q); }
+  traced_executor prefer(const P& p) const {
+    return {asio::prefer(inner_, p), ctx_};
+  }
+  template <class F>
+  void execute(F&& f) const {
+    inner_.execute([ctx = ctx_, f = std::forward<F>(f)]() mutable {
+      trace_scope scope(ctx);
+      std::move(f)();
+    });
+  }
+  friend bool operator==(const traced_executor& a, const traced_executor& b) noexcept {
+    return a.inner_ == b.inner_ && a.ctx_ == b.ctx_;
+  }
+  friend bool operator!=(const traced_executor& a, const traced_executor& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  asio::any_io_executor inner_;
+  trace_context ctx_;
+};
+
+
 // spawn_coroutine's completion handler: one type for every coroutine it starts.
 struct spawned_completion {
   std::unique_ptr<spawned> done;
@@ -240,7 +278,13 @@ TLAUNCH_DECL void spawn_coroutine(const asio::any_io_executor& ex, asio::awaitab
 
 TLAUNCH_DECL void spawn_run(runtime& rt, instance& i, asio::awaitable<void> body) {
   i.run_active = true;
-  spawn_coroutine(any_executor_of(i.strand), std::move(body), i.run_cancel.slot(),
+  // With --trace, run() runs under its instance's mark, as a served coroutine runs under its
+  // call's: the traces its calls start name it, and a step of it that another coroutine's
+  // step resumes at once on the strand does not take that one's trace.
+  asio::any_io_executor ex = any_executor_of(i.strand);
+  if (rt.traces()) [[unlikely]]
+    ex = detail::traced_executor(std::move(ex), {0, 0, i.flat_id, false});
+  spawn_coroutine(ex, std::move(body), i.run_cancel.slot(),
                   std::make_unique<detail::run_end>(rt, i));
 }
 
@@ -449,46 +493,6 @@ TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
   return run;
 }
 
-namespace detail {
-
-// The executor of a traced coroutine: its strand's (held as any_io_executor), with
-// current_trace set to the span around each function it runs. Every resumption of the
-// coroutine is one: the completion of what it awaited is dispatched to its executor.
-class traced_executor {
- public:
-  traced_executor(asio::any_io_executor inner, trace_context ctx) noexcept
-      : inner_(std::move(inner)), ctx_(ctx) {}
-  asio::execution_context& query(asio::execution::context_t) const noexcept {
-    return asio::query(inner_, asio::execution::context_as<asio::execution_context&>);
-  }
-  traced_executor require(asio::execution::blocking_t::never_t p) const {
-    return {asio::require(inner_, p), ctx_};
-  }
-  template <class P>
-    requires requires(const asio::any_io_executor& e, const P& q) { asio::prefer(e, q); }
-  traced_executor prefer(const P& p) const {
-    return {asio::prefer(inner_, p), ctx_};
-  }
-  template <class F>
-  void execute(F&& f) const {
-    inner_.execute([ctx = ctx_, f = std::forward<F>(f)]() mutable {
-      trace_scope scope(ctx);
-      std::move(f)();
-    });
-  }
-  friend bool operator==(const traced_executor& a, const traced_executor& b) noexcept {
-    return a.inner_ == b.inner_ && a.ctx_ == b.ctx_;
-  }
-  friend bool operator!=(const traced_executor& a, const traced_executor& b) noexcept {
-    return !(a == b);
-  }
-
- private:
-  asio::any_io_executor inner_;
-  trace_context ctx_;
-};
-
-}  // namespace detail
 
 TLAUNCH_DECL asio::any_io_executor executor_for(const strand_type& s, const served_run& run) {
   if (!run.trace.served) [[likely]]  // without --trace

@@ -82,8 +82,8 @@ TLAUNCH_DECL int run_main(const tlaunch::detail::program_view& p, int argc,
     // Resolved once, before anything starts: --replicas, --restart, --colocate and --env
     // name only nodes and instances of the program.
     auto plan = launch::plan_launch(p, o);
-    if (const auto* l = launch::registered_launchers::table().find(o.launch); l && l->forks_nodes)
-      start_forker();
+    const auto launchers = launch::registered_launchers::table();
+    if (const auto* l = launchers.find(o.launch); l && l->forks_nodes) start_forker();
     launch::output_printer out(o.color, o.log_dir);
     return launch::registered_launchers::run(plan, out);
   } catch (const launch_error& e) {

@@ -127,6 +127,18 @@ class context {
   // "producer/3"
   std::string id() const { return inst_.id(); }
 
+  // Which start of this instance this is: 0 at launch, then 1, 2, ... for each restart
+  // (under k8s, a restarted pod says 1 each time). resumed(): it loaded a snapshot before
+  // it started (a restart's under --state-dir, or --resume's). docs/guide/state.md.
+  std::uint32_t incarnation() const noexcept { return inst_.incarnation; }
+  bool resumed() const noexcept { return inst_.resumed; }
+
+  // Writes a snapshot of this node's state now, under --state-dir (tlaunch/state.hpp), and
+  // returns the file's path. Call it from the node's run() or methods (its strand).
+  // Throws std::logic_error when the node has no state or there is no --state-dir, and
+  // std::runtime_error when the file cannot be written.
+  TLAUNCH_DECL asio::awaitable<std::string> snapshot();
+
   // One line of output, shown by the launcher as "[producer/3] ...".
   template <class... A>
   void log(fmt::format_string<A...> f, A&&... args) const {
@@ -198,6 +210,7 @@ class context {
 // The definitions: inline in every translation unit, or, with TLAUNCH_SEPARATE_COMPILATION,
 // compiled once in the library (tlaunch/impl/src/rpc.hpp): a program's files make no timer.
 #if TLAUNCH_HEADER_DEFINITIONS
+#include "rpc/snapshots.hpp"
 
 namespace tlaunch {
 
@@ -214,6 +227,21 @@ TLAUNCH_DECL asio::awaitable<void> context::stopped() {
   if (stop_requested()) co_return;
   std::error_code ec;
   co_await stop_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+TLAUNCH_DECL asio::awaitable<std::string> context::snapshot() {
+  rpc::snapshot_store* store = rt_.snapshots();
+  if (!inst_.state)
+    throw std::logic_error("ctx.snapshot(): node " + inst_.id() + "'s type " +
+                           std::string(inst_.type_name) +
+                           " has no state(Archive&) to snapshot (tlaunch/state.hpp)");
+  if (!store || !store->has(inst_))
+    throw std::logic_error("ctx.snapshot(): node " + inst_.id() +
+                           ": snapshots need --state-dir=DIR");
+  if (!inst_.strand.running_in_this_thread())
+    throw std::logic_error("ctx.snapshot(): node " + inst_.id() +
+                           ": call it on the node's strand (from its run() or methods)");
+  co_return store->write(inst_);
 }
 
 TLAUNCH_DECL asio::awaitable<void> context::sleep_steady(std::chrono::steady_clock::duration d) {

@@ -67,6 +67,13 @@ struct launch_settings {
   // --env NAME:KEY=VALUE: node name -> its variables, in order ("{index}" in a value
   // becomes the replica's index).
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> env;
+  // --state-dir=DIR: nodes with state write their snapshots under DIR on their host, and a
+  // restarted instance loads its latest; resume (--resume=DIR): a new launch loads every
+  // node's latest snapshot there; snapshot_every (--snapshot-every): the period of every
+  // node with state (negative: each node's own .snapshot(...)). docs/guide/state.md.
+  std::string state_dir;
+  bool resume = false;
+  std::chrono::milliseconds snapshot_every{-1};
   // What ctx.args() returns (the command line's arguments after `--`).
   std::vector<std::string> user_args;
 };

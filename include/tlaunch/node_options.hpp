@@ -1,6 +1,6 @@
 // What a program says of a node besides its type and arguments, in its node<...>() entry:
-// how a failed instance is restarted (.restart(...)) and the resources it asks for
-// (.resources(...)). A header of the vocabulary layer (docs/ARCHITECTURE.md): the
+// how a failed instance is restarted (.restart(...)), when it is snapshotted (.snapshot(...))
+// and the resources it asks for (.resources(...)). A header of the vocabulary layer (docs/ARCHITECTURE.md): the
 // runtime and the launchers read these.
 #pragma once
 
@@ -17,6 +17,14 @@ struct restart_policy {
   // Wait before a restart; doubles with each earlier restart still in the window
   // (at most 10 s, or backoff itself when longer).
   std::chrono::milliseconds backoff{100};
+};
+
+// When a node with state (tlaunch/state.hpp) is snapshotted under --state-dir
+// (node<...>().snapshot(...); docs/guide/state.md). Snapshots are also taken on demand
+// (ctx.snapshot()) and when the node's process stops gracefully.
+struct snapshot_policy {
+  std::chrono::milliseconds every{0};  // 0: no periodic snapshots (--snapshot-every overrides)
+  std::uint32_t keep = 3;              // snapshots kept per instance, the newest (at least 1)
 };
 
 // Resource hints of a node (node<...>().resources(...)); 0: no hint.

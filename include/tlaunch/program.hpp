@@ -30,6 +30,7 @@
 #include "node_options.hpp"
 #include "rpc/dispatch.hpp"
 #include "rpc/runtime.hpp"
+#include "state.hpp"
 
 namespace tlaunch {
 
@@ -61,6 +62,19 @@ struct node_spec {
   constexpr node_spec restart(restart_policy p) const {
     node_spec c = *this;
     c.restart_limits = p;
+    return c;
+  }
+
+  // With --state-dir, snapshots this node's state (a type with state(Archive&):
+  // tlaunch/state.hpp) every policy.every and keeps the newest policy.keep (default: no
+  // periodic snapshots, 3 kept; --snapshot-every overrides the period).
+  // docs/guide/state.md.
+  snapshot_policy snapshot_settings{};
+  constexpr node_spec snapshot(snapshot_policy p) const {
+    if constexpr (!detail::has_state<T>)
+      throw launch_error("node<...>().snapshot: the node's type has no state(Archive&) to snapshot");
+    node_spec c = *this;
+    c.snapshot_settings = p;
     return c;
   }
 
@@ -400,6 +414,7 @@ void host_node(rpc::runtime& rt, const Spec& spec, std::uint32_t flat) {
         spec.args);
     inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
     inst.methods = rpc::dispatch_table<T>::get();
+    inst.state = state_ops_of<T>();
     inst.run_context = context_access::make(rt, inst);
     // A node type that reports its own state (the data store) gets its node's metrics.
     if constexpr (requires(T& t, const node_metrics& m) { t.use_metrics(m); })
@@ -550,7 +565,9 @@ std::vector<rpc::node_info> describe(const program_t<Nodes...>& p,
              .env = {spec.env_vars.begin(),
                      spec.env_vars.begin() + static_cast<std::ptrdiff_t>(spec.env_count)},
              .resources = spec.resource_hints,
-             .restart = spec.restart_limits}),
+             .restart = spec.restart_limits,
+             .snapshot = spec.snapshot_settings,
+             .has_state = has_state<typename std::remove_cvref_t<decltype(spec)>::type>}),
          ...);
       },
       p.nodes);

@@ -85,6 +85,8 @@ struct options : tlaunch::launch_settings {
   // it from a copy made at start-up (launch/process/node_forker.hpp).
   bool exec_nodes = false;
   std::string coordinator;
+  // --tlaunch-incarnation=N: the launcher's count of this instance's restarts (0 at launch).
+  std::uint32_t incarnation = 0;
   bool help = false;
   // SIGINT and SIGTERM stop the program (tlaunch::main). tlaunch::start sets it false: a
   // launch inside a larger program leaves the process's signal dispositions alone.
@@ -217,6 +219,15 @@ Observe:
   --trace-sample=FRACTION  the fraction of calls made outside a trace that start one
                            (0 to 1, default 1); calls made while serving a traced call
                            are always in its trace
+State (docs/guide/state.md):
+  --state-dir=DIR          nodes with state write snapshots under DIR/NODE/INDEX on
+                           their host (periodic, on demand, and at a graceful stop;
+                           the newest 3 kept); a restarted instance loads its latest
+  --resume=DIR             like --state-dir=DIR, and every node loads its latest
+                           snapshot there first: a new launch goes on from where a
+                           stopped or killed one was
+  --snapshot-every=SECONDS  snapshot every node with state this often, in place of
+                           each node's own .snapshot({.every = ...}) (0: never)
 Placement (launchers that run nodes on other hosts):
   --hosts=H1,[USER@]H2[:PORT],...   hosts to run nodes on (round-robin by default)
   --hostfile=FILE          one host per line, optional "slots=N"
@@ -480,6 +491,20 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
         throw usage_error("--env: '" + v + "' is not NAME:KEY=VALUE");
       o.env[v.substr(0, colon)].emplace_back(v.substr(colon + 1, eq - colon - 1), v.substr(eq + 1));
       o.passthrough.push_back("--env=" + v);
+    } else if (name == "--state-dir" || name == "--resume") {
+      std::string v = need();
+      if (v.empty()) throw usage_error(name + ": needs a directory");
+      if (!o.state_dir.empty() && o.state_dir != v)
+        throw usage_error(name + "=" + v + ": the state directory is already " + o.state_dir);
+      o.state_dir = v;
+      if (name == "--resume") o.resume = true;
+      o.passthrough.push_back(name + "=" + v);
+    } else if (name == "--snapshot-every") {
+      std::string v = need();
+      o.snapshot_every = detail::parse_seconds(name, v);
+      o.passthrough.push_back("--snapshot-every=" + v);
+    } else if (name == "--tlaunch-incarnation") {
+      o.incarnation = static_cast<std::uint32_t>(detail::parse_uint(name, need(), 1u << 30));
     } else if (name == "--tlaunch-role") {
       o.role = need();
     } else if (name == "--tlaunch-agent") {
@@ -513,6 +538,8 @@ inline options parse(int argc, const char* const* argv, const launcher_table& la
     auto at = std::find(o.passthrough.begin(), o.passthrough.end(), std::string("--"));
     o.passthrough.insert(at, std::string("--trace-sample=") + buf);
   }
+  if (o.snapshot_every.count() >= 0 && o.state_dir.empty())
+    throw usage_error("--snapshot-every: there is no --state-dir=DIR to write the snapshots to");
   if (!o.endpoint_token.empty() && o.metrics.empty() && o.dashboard.empty())
     throw usage_error("--endpoint-token: there is no --metrics or --dashboard endpoint to protect");
   return o;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../rpc/runtime.hpp"
+#include "../rpc/snapshots.hpp"
 #include "../detail/secret.hpp"
 #include "../program_view.hpp"
 #include "decl.hpp"
@@ -40,6 +41,11 @@ TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
     rt.set_directory(std::vector<std::string>(rt.total_instances(), addr));
   }
   p.host(rt, [](std::uint32_t) { return true; });
+  try {
+    rt.restore_states(0);  // --resume: each node's latest snapshot
+  } catch (const std::exception& e) {
+    throw launch_error(e.what());
+  }
 
   // The program's lifecycle; `mu` guards its changes for `cv`, and runs_left.
   lifecycle life;
@@ -99,6 +105,7 @@ TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
 
   rt.start_threads();
   rt.start_runs();
+  if (auto* s = rt.snapshots()) s->start();
   if (hooks.started) hooks.started(rt);
   {
     std::unique_lock lk(mu);
@@ -115,6 +122,16 @@ TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
   if (signals) {
     std::error_code ec;
     signals->cancel(ec);
+  }
+  // A graceful stop: every node with state writes its snapshot (not after a failure).
+  if (auto* s = rt.snapshots()) {
+    s->stop();
+    bool failed;
+    {
+      std::lock_guard lk(mu);
+      failed = life.failure().has_value();
+    }
+    if (!failed) s->write_all();
   }
   rt.shutdown();
   life.stopped();

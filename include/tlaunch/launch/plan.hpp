@@ -66,6 +66,9 @@ inline tlaunch::rpc::runtime_options runtime_options_of(const tlaunch::launch_se
   r.grace = s.grace;
   r.busy_poll = s.busy_poll;
   r.user_args = s.user_args;
+  r.state_dir = s.state_dir;
+  r.resume = s.resume;
+  r.snapshot_every = s.snapshot_every;
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +43,15 @@ struct batch_queue_base {
   virtual ~batch_queue_base() = default;
 };
 
+// How a node type with state (tlaunch/state.hpp) writes and reads it (cereal's binary
+// archive over the stream): made once per type, kept by rpc/snapshots.hpp's store.
+struct state_ops {
+  void (*save)(void* object, std::ostream& out);
+  void (*load)(void* object, std::istream& in, std::uint32_t version);
+  std::uint32_t version = 0;  // the type's state_version
+  bool versioned = false;     // it declares one: it reads other builds' snapshots up to it
+};
+
 struct instance {
   instance(asio::io_context& io, std::string_view node, std::uint32_t rep, std::uint32_t reps,
            std::uint32_t flat)
@@ -64,6 +74,12 @@ struct instance {
   std::vector<std::pair<std::uint64_t, std::unique_ptr<batch_queue_base>>> batch_queues;
   // Its process's counts (rpc/metrics.hpp): its batched methods' batches go there.
   metrics_registry* metrics = nullptr;
+  // Its state, when its type has one (null: none); set before it serves.
+  const state_ops* state = nullptr;
+  // Which start of this instance this process is (0 at launch, then 1, 2, ... for each
+  // restart) and whether it loaded a snapshot (a restart's, or --resume's).
+  std::uint32_t incarnation = 0;
+  bool resumed = false;
 
   std::string id() const { return std::string(node_name) + "/" + std::to_string(replica); }
   const dispatch_entry* find(std::uint64_t method) const {

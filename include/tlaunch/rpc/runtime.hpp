@@ -40,6 +40,8 @@ struct node_info {
   std::vector<std::pair<std::string_view, std::string_view>> env;
   node_resources resources;
   restart_policy restart{};
+  snapshot_policy snapshot{};
+  bool has_state = false;  // the type saves and loads a state (tlaunch/state.hpp)
 };
 
 // A process's runtime: its connections' settings (rpc/connection_api.hpp) and its own.
@@ -50,6 +52,10 @@ struct runtime_options : rpc::connection_settings {
   // io threads poll this long before sleeping (0: they sleep at once); see run_io.
   std::chrono::microseconds busy_poll{0};
   std::vector<std::string> user_args;
+  // Snapshots (rpc/snapshots.hpp): none without a state directory.
+  std::string state_dir;
+  bool resume = false;
+  std::chrono::milliseconds snapshot_every{-1};  // negative: each node's own policy
 };
 
 // The connection_config of a process whose connections follow s, with its launch secret
@@ -58,6 +64,8 @@ struct runtime_options : rpc::connection_settings {
 TLAUNCH_DECL std::shared_ptr<connection_config> make_connection_config(
     const connection_settings& s, std::vector<std::uint8_t> secret, std::string name,
     std::size_t peers);
+
+class snapshot_store;
 
 class runtime final : public rpc::connection_sink {
  public:
@@ -104,6 +112,16 @@ class runtime final : public rpc::connection_sink {
     for (auto& i : hosted_)
       if (i) f(*i);
   }
+
+  // ----- state (rpc/snapshots.hpp) ---------------------------------------------------
+
+  // The store of this process's snapshots; null without a state directory.
+  snapshot_store* snapshots() const { return snapshots_.get(); }
+  // Before the hosted instances serve or run: marks each as start `incarnation` of its
+  // instance and, with a state directory, loads the latest snapshot of each that has
+  // state when there is one to load. Throws (naming the instance and the file) when a
+  // snapshot is refused.
+  void restore_states(std::uint32_t incarnation);
 
   // ----- directory and connections ----------------------------------------------------
 
@@ -234,6 +252,7 @@ class runtime final : public rpc::connection_sink {
   std::string listen_address_;
   std::vector<std::unique_ptr<rpc::instance>> hosted_;
   std::vector<std::unique_ptr<rpc::instance>> dynamic_;
+  std::unique_ptr<snapshot_store> snapshots_;  // destroyed before the instances it keeps
 
   mutable std::mutex mu_;
   std::vector<std::string> addresses_;
@@ -268,6 +287,7 @@ class runtime final : public rpc::connection_sink {
 #include "../detail/build_id.hpp"
 #include "accept_loop.hpp"
 #include "connection.hpp"
+#include "snapshots.hpp"
 
 namespace tlaunch::rpc {
 
@@ -332,9 +352,24 @@ TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
   cfg->single_io_thread = opt_.threads <= 1;
   cfg->busy_poll_us = &busy_poll_us_;
   cfg_ = std::move(cfg);
+  if (!opt_.state_dir.empty())
+    snapshots_ = std::make_unique<snapshot_store>(
+        opt_.state_dir, snapshot_store::launch_id_of(cfg_->secret), opt_.resume,
+        [](const std::string& line) { std::fprintf(stderr, "tlaunch: %s\n", line.c_str()); });
 }
 
 TLAUNCH_DECL runtime::~runtime() { shutdown(); }
+
+TLAUNCH_DECL void runtime::restore_states(std::uint32_t incarnation) {
+  if (snapshots_ && incarnation == 0) snapshots_->check_resumable();
+  for (auto& i : hosted_) {
+    if (!i) continue;
+    i->incarnation = incarnation;
+    if (!snapshots_ || !i->state) continue;
+    snapshots_->add(*i, node_of(i->flat_id).snapshot, opt_.snapshot_every);
+    snapshots_->restore(*i);
+  }
+}
 
 TLAUNCH_DECL std::string runtime::instance_id(std::uint32_t flat) const {
   if (flat >= total_) return "spawned#" + std::to_string(flat - total_);

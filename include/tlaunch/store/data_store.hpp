@@ -185,6 +185,18 @@ class data_store {
     return out;
   }
 
+  // Its state in snapshots (tlaunch/state.hpp; --state-dir, --resume): every table, as a
+  // checkpoint holds them. Tables the program no longer declares are skipped on load.
+  template <class Ar>
+  void save_state(Ar& ar) const {
+    ar(std::string(checkpoint_magic), static_cast<std::uint64_t>(tables_.size()));
+    for (const auto& h : tables_) ar(h->t);
+  }
+  template <class Ar>
+  void load_state(Ar& ar) {
+    load_tables(ar, "the snapshot");
+  }
+
   // Writes every table to `path` (empty: the configured checkpoint_path), through a
   // temporary file renamed over it. Returns the path written.
   std::string checkpoint(std::string path) {
@@ -332,8 +344,7 @@ class data_store {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       if (!f) throw std::runtime_error(fmt_message("data_store: cannot write ", tmp));
       cereal::BinaryOutputArchive ar(f);
-      ar(std::string(checkpoint_magic), static_cast<std::uint64_t>(tables_.size()));
-      for (const auto& h : tables_) ar(h->t);
+      save_state(ar);
       f.flush();
       if (!f) throw std::runtime_error(fmt_message("data_store: cannot write ", tmp));
     }
@@ -345,11 +356,16 @@ class data_store {
     std::ifstream f(checkpoint_path_, std::ios::binary);
     if (!f) throw std::runtime_error(fmt_message("data_store: cannot read ", checkpoint_path_));
     cereal::BinaryInputArchive ar(f);
+    load_tables(ar, checkpoint_path_);
+  }
+
+  template <class Ar>
+  void load_tables(Ar& ar, std::string_view from) {
     std::string magic;
     std::uint64_t n = 0;
     ar(magic);
     if (magic != checkpoint_magic)
-      throw std::runtime_error(fmt_message("data_store: ", checkpoint_path_, " is not a checkpoint"));
+      throw std::runtime_error(fmt_message("data_store: ", from, " is not a checkpoint"));
     ar(n);
     for (std::uint64_t i = 0; i < n; ++i) {
       // The table's name leads its record: read it into a table of that name.

@@ -153,6 +153,7 @@ class coordinator final : public rpc::connection_sink {
     placement place;
     std::uint32_t gen = 0;
     restart_budget budget;
+    std::uint32_t incarnation = 0;  // restarts of its process so far (the leader's slot)
     bool replacing = false;
     std::string replace_reason;
     std::unique_ptr<asio::steady_timer> restart_timer;  // the backoff

@@ -26,6 +26,7 @@
 
 #include "../../rpc/connection.hpp"
 #include "../../rpc/runtime.hpp"
+#include "../../rpc/snapshots.hpp"
 #include "../../detail/secret.hpp"
 #include "../../program_view.hpp"
 #include "../../wire/codec.hpp"
@@ -153,6 +154,8 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     p.host(rt, [&](std::uint32_t f) {
       return std::find(flats.begin(), flats.end(), f) != flats.end();
     });
+    // Before it registers: no peer can call an instance before its state is back.
+    rt.restore_states(o.incarnation);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tlaunch: node %s cannot start: %s\n", o.role.c_str(), e.what());
     return 2;
@@ -223,6 +226,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       if (update) return rt.update_directory(std::move(addrs));
       rt.set_directory(std::move(addrs));
       rt.start_runs();
+      if (auto* s = rt.snapshots()) s->start();
     } else if (h.type == wire::kind::metrics_request) {
       // The launcher gathers its --metrics: this process's counts, on the connection asked.
       if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
@@ -377,6 +381,17 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   }
   if (run_over) {
+    // A graceful stop: each instance with state writes its snapshot (not after a failure
+    // of this process's own, whose state may be what failed).
+    if (auto* s = rt.snapshots()) {
+      s->stop();
+      bool failed;
+      {
+        std::lock_guard lk(mu);
+        failed = life.exit_code() != 0 || own_exit_code != 0;
+      }
+      if (!failed) s->write_all();
+    }
     send_spans();
     // What is queued (the stopping frame to peers, node_done to the coordinator, the last
     // spans) goes out before the connections close, which drops it.

@@ -75,6 +75,7 @@ TLAUNCH_DECL void coordinator::start_process(slot& s) {
   std::string role;
   for (std::uint32_t m : s.members) role.append(role.empty() ? "" : ",").append(slots_[m].id);
   std::vector<std::string> tail = {"--tlaunch-role=" + role};
+  if (s.incarnation > 0) tail.push_back("--tlaunch-incarnation=" + std::to_string(s.incarnation));
   // Set as an option (tlaunch::start) rather than a flag: the node processes need it too.
   if (opt_.tls && std::find(opt_.passthrough.begin(), opt_.passthrough.end(), "--tls") ==
                       opt_.passthrough.end())
@@ -168,6 +169,7 @@ TLAUNCH_DECL void coordinator::restart(slot& s) {
     x.exited = x.replacing = x.killed = x.reported = x.stop_sent = x.stdin_closed = false;
   }
   ++s.gen;
+  ++s.incarnation;
   s.exited = s.replacing = s.killed = s.reported = s.stop_sent = s.stdin_closed = false;
   s.replace_reason.clear();
   s.metrics.reset();  // the new process counts from zero

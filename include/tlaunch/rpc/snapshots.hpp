@@ -1,0 +1,483 @@
+// Snapshots of the instances a process hosts whose node types have state (tlaunch/state.hpp):
+// written atomically under the state directory (--state-dir=DIR) as
+// DIR/NODE/INDEX/<sequence>.snapshot, the newest `keep` kept; loaded when an instance
+// starts again in the same launch (a restart) or in any launch with --resume.
+// docs/guide/state.md has the rules; this file, the format:
+//
+//   "TLSNAP01"                 8 bytes
+//   header length              4 bytes, little-endian
+//   header                     cereal binary: snapshot_header below
+//   state                      what the type's save wrote (header.state_bytes bytes)
+//
+// A file is written to a temporary name beside it, fsync'ed, renamed and its folder
+// fsync'ed: a reader finds either the whole snapshot or none of it.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../detail/config.hpp"
+#include "../node_options.hpp"
+#include "instance.hpp"
+
+namespace tlaunch::rpc {
+
+// What a snapshot file says of itself.
+struct snapshot_header {
+  std::uint32_t format = 1;
+  std::string type_name;  // the node type's name (detail::type_name)
+  std::string instance;   // "learner/0"
+  std::string build_id;   // of the binary that wrote it
+  std::uint32_t state_version = 0;
+  bool versioned = false;
+  std::string launch_id;  // of the launch that wrote it
+  std::uint64_t sequence = 0;
+  std::uint32_t incarnation = 0;
+  std::int64_t written_unix_ms = 0;
+  std::uint64_t state_bytes = 0;
+  std::uint64_t checksum = 0;  // of the state bytes
+
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(format, type_name, instance, build_id, state_version, versioned, launch_id, sequence,
+       incarnation, written_unix_ms, state_bytes, checksum);
+  }
+};
+
+// A snapshot that cannot be loaded and must not be skipped: another node type's, or another
+// build's that the type does not say it reads. The message names the instance and the file.
+struct snapshot_refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class snapshot_store {
+ public:
+  // `launch_id` tells this launch's snapshots from earlier ones'; `log` takes a line for
+  // the process's output.
+  TLAUNCH_DECL snapshot_store(std::string dir, std::string launch_id, bool resume,
+                              std::function<void(const std::string&)> log);
+  TLAUNCH_DECL ~snapshot_store();
+  snapshot_store(const snapshot_store&) = delete;
+  snapshot_store& operator=(const snapshot_store&) = delete;
+
+  const std::string& dir() const noexcept { return dir_; }
+  bool resume() const noexcept { return resume_; }
+
+  // Takes an instance with state into the store's care, before threads run: `policy`
+  // (with `every_override` in place of its period when not negative) says how often it
+  // is snapshotted and how many files are kept. Creates its folder.
+  TLAUNCH_DECL void add(instance& i, const snapshot_policy& policy,
+                        std::chrono::milliseconds every_override);
+  bool has(const instance& i) const { return find(i) != nullptr; }
+
+  // Loads i's latest snapshot when there is one to load: of this launch (i restarted), or
+  // of any launch with resume. Returns whether it loaded one. A damaged file (cut short,
+  // wrong checksum) is reported and the one before it tried; throws snapshot_refused for
+  // one of another type or build (see snapshot_header).
+  TLAUNCH_DECL bool restore(instance& i);
+
+  // Writes i's state now and returns the file's path. Call it on i's strand, or while
+  // nothing runs on it. Throws std::runtime_error when the file cannot be written.
+  TLAUNCH_DECL std::string write(instance& i);
+
+  // Throws when resuming from a directory that does not exist (on this host).
+  TLAUNCH_DECL void check_resumable() const;
+
+  // Starts the periodic snapshots (on each instance's strand); stop() ends them (the
+  // store outlives the io threads).
+  TLAUNCH_DECL void start();
+  TLAUNCH_DECL void stop();
+
+  // Writes every instance's snapshot from its strand and waits (a graceful stop); the
+  // io threads must be running. Failures are reported, not thrown.
+  TLAUNCH_DECL void write_all();
+
+  // The launch id of a launch secret: not the secret, and the same in every process.
+  TLAUNCH_DECL static std::string launch_id_of(const std::vector<std::uint8_t>& secret);
+  // The snapshots in `folder`, newest first (sequence, path).
+  TLAUNCH_DECL static std::vector<std::pair<std::uint64_t, std::string>> list(
+      const std::string& folder);
+  // Reads a snapshot file's header and state bytes; throws std::runtime_error saying what
+  // is wrong with it.
+  TLAUNCH_DECL static snapshot_header read(const std::string& path, std::string& state);
+
+ private:
+  struct entry;
+  entry* find(const instance& i) const;
+  void arm(entry& e);
+
+  std::string dir_, launch_id_;
+  bool resume_ = false;
+  std::function<void(const std::string&)> log_;
+  std::vector<std::unique_ptr<entry>> entries_;
+};
+
+}  // namespace tlaunch::rpc
+
+// Compiled once in the library (tlaunch/impl/src/rpc.hpp) with TLAUNCH_SEPARATE_COMPILATION.
+#if TLAUNCH_HEADER_DEFINITIONS
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <asio/post.hpp>
+#include <cerrno>
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cstring>
+#include <future>
+#include <sstream>
+#include <streambuf>
+
+#include "../detail/build_id.hpp"
+#include "../detail/crypto.hpp"
+
+namespace tlaunch::rpc {
+
+namespace detail {
+
+inline std::string errno_text(int e) { return std::strerror(e); }
+
+// mkdir -p
+inline void make_dirs(const std::string& path) {
+  std::string at;
+  for (std::size_t i = 0; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    at = path.substr(0, i);
+    if (at.empty()) continue;
+    if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error("cannot create " + at + ": " + errno_text(errno));
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error(path + " is not a directory");
+}
+
+inline void write_all_fd(int fd, const char* p, std::size_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) throw std::runtime_error("cannot write " + path + ": " + errno_text(errno));
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+// A checksum of the state bytes: 8 bytes a step, to keep 100 MB under a tenth of a second.
+inline std::uint64_t state_checksum(const char* p, std::size_t n) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ull;
+  return h ^ (h >> 32);
+}
+
+// An istream's buffer over bytes already in memory.
+struct memory_buf : std::streambuf {
+  memory_buf(char* b, std::size_t n) { setg(b, b, b + n); }
+};
+
+constexpr char snapshot_magic[8] = {'T', 'L', 'S', 'N', 'A', 'P', '0', '1'};
+
+}  // namespace detail
+
+struct snapshot_store::entry {
+  instance* inst = nullptr;
+  std::string folder;
+  std::chrono::milliseconds every{0};
+  std::uint32_t keep = 3;
+  std::uint64_t next_sequence = 1;  // on the instance's strand
+  std::unique_ptr<asio::steady_timer> timer;
+  bool stopped = false;  // on the strand
+};
+
+TLAUNCH_DECL snapshot_store::snapshot_store(std::string dir, std::string launch_id, bool resume,
+                                            std::function<void(const std::string&)> log)
+    : dir_(std::move(dir)), launch_id_(std::move(launch_id)), resume_(resume), log_(std::move(log)) {
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+}
+
+TLAUNCH_DECL snapshot_store::~snapshot_store() = default;
+
+TLAUNCH_DECL std::string snapshot_store::launch_id_of(const std::vector<std::uint8_t>& secret) {
+  std::vector<std::uint8_t> in{'t', 'l', 'a', 'u', 'n', 'c', 'h', '.', 's', 't', 'a', 't', 'e', ':'};
+  in.insert(in.end(), secret.begin(), secret.end());
+  auto d = tlaunch::detail::sha256(in);
+  return tlaunch::detail::to_hex({d.data(), 8});
+}
+
+TLAUNCH_DECL snapshot_store::entry* snapshot_store::find(const instance& i) const {
+  for (const auto& e : entries_)
+    if (e->inst == &i) return e.get();
+  return nullptr;
+}
+
+TLAUNCH_DECL void snapshot_store::add(instance& i, const snapshot_policy& policy,
+                                      std::chrono::milliseconds every_override) {
+  if (!i.state || find(i)) return;
+  auto e = std::make_unique<entry>();
+  e->inst = &i;
+  e->folder = dir_ + "/" + std::string(i.node_name) + "/" + std::to_string(i.replica);
+  e->every = every_override.count() >= 0 ? every_override : policy.every;
+  e->keep = std::max<std::uint32_t>(policy.keep, 1);
+  detail::make_dirs(e->folder);
+  auto existing = list(e->folder);
+  if (!existing.empty()) e->next_sequence = existing.front().first + 1;
+  entries_.push_back(std::move(e));
+}
+
+TLAUNCH_DECL std::vector<std::pair<std::uint64_t, std::string>> snapshot_store::list(
+    const std::string& folder) {
+  std::vector<std::pair<std::uint64_t, std::string>> out;
+  DIR* d = ::opendir(folder.c_str());
+  if (!d) return out;
+  while (dirent* de = ::readdir(d)) {
+    std::string_view n = de->d_name;
+    constexpr std::string_view ext = ".snapshot";
+    if (n.size() != 16 + ext.size() || n.substr(16) != ext) continue;
+    std::uint64_t seq = 0;
+    bool digits = true;
+    for (char c : n.substr(0, 16)) {
+      if (c < '0' || c > '9') digits = false;
+      seq = seq * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (digits) out.emplace_back(seq, folder + "/" + std::string(n));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+TLAUNCH_DECL snapshot_header snapshot_store::read(const std::string& path, std::string& state) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open it: " + detail::errno_text(errno));
+  std::string bytes;
+  struct stat st{};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw std::runtime_error("cannot read it: " + detail::errno_text(e));
+    }
+    if (n == 0) break;
+    bytes.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (bytes.size() < 12 || std::memcmp(bytes.data(), detail::snapshot_magic, 8) != 0)
+    throw std::runtime_error("it is not a tlaunch snapshot");
+  std::uint32_t hlen = 0;
+  for (int k = 0; k < 4; ++k)
+    hlen |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[8 + k])) << (8 * k);
+  if (hlen > bytes.size() - 12) throw std::runtime_error("it is cut short (in its header)");
+  snapshot_header h;
+  try {
+    detail::memory_buf mb(bytes.data() + 12, hlen);
+    std::istream in(&mb);
+    cereal::BinaryInputArchive ar(in);
+    ar(h);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("its header cannot be read: ") + e.what());
+  }
+  if (h.format != 1)
+    throw std::runtime_error("its format is " + std::to_string(h.format) + ", not 1");
+  const std::size_t at = 12 + hlen;
+  if (bytes.size() - at != h.state_bytes)
+    throw std::runtime_error("it is cut short: " + std::to_string(bytes.size() - at) +
+                             " bytes of state, not " + std::to_string(h.state_bytes));
+  if (detail::state_checksum(bytes.data() + at, bytes.size() - at) != h.checksum)
+    throw std::runtime_error("its state does not match its checksum");
+  bytes.erase(0, at);
+  state = std::move(bytes);
+  return h;
+}
+
+TLAUNCH_DECL bool snapshot_store::restore(instance& i) {
+  entry* e = find(i);
+  if (!e) return false;
+  const std::string id = i.id();
+  auto files = list(e->folder);
+  for (const auto& [seq, path] : files) {
+    std::string state;
+    snapshot_header h;
+    try {
+      h = read(path, state);
+    } catch (const std::exception& ex) {
+      if (log_) log_("snapshot " + path + " of " + id + " is damaged (" + ex.what() + "); trying the one before it");
+      continue;
+    }
+    if (!resume_ && h.launch_id != launch_id_) {
+      if (log_ && i.incarnation == 0)
+        log_(id + ": " + e->folder + " holds snapshots of an earlier launch; starting afresh (--resume=" +
+             dir_ + " loads them)");
+      return false;
+    }
+    if (h.type_name != i.type_name)
+      throw snapshot_refused("node " + id + ": snapshot " + path + " holds the state of " +
+                             h.type_name + ", not of " + std::string(i.type_name));
+    if (h.build_id != tlaunch::detail::self_build_id()) {
+      if (!i.state->versioned || !h.versioned)
+        throw snapshot_refused(
+            "node " + id + ": snapshot " + path + " was written by another build of the program (" +
+            h.build_id + "); a node type that declares `static constexpr std::uint32_t "
+            "state_version` reads the snapshots of other builds up to that version");
+      if (h.state_version > i.state->version)
+        throw snapshot_refused("node " + id + ": snapshot " + path + " has state_version " +
+                               std::to_string(h.state_version) + ", newer than this build's " +
+                               std::to_string(i.state->version));
+    }
+    try {
+      detail::memory_buf mb(state.data(), state.size());
+      std::istream in(&mb);
+      i.state->load(i.object.get(), in, h.versioned ? h.state_version : 0);
+    } catch (const std::exception& ex) {
+      throw snapshot_refused("node " + id + ": snapshot " + path + " cannot be loaded: " + ex.what());
+    }
+    i.resumed = true;
+    if (log_)
+      log_(id + ": loaded snapshot " + path + " (" + std::to_string(h.state_bytes) + " bytes, " +
+           (h.launch_id == launch_id_ ? "this launch" : "an earlier launch") + ")");
+    return true;
+  }
+  return false;
+}
+
+TLAUNCH_DECL std::string snapshot_store::write(instance& i) {
+  entry* e = find(i);
+  if (!e) {
+    if (!i.state)
+      throw std::logic_error("node " + i.id() + " has no state to snapshot: its type " +
+                             std::string(i.type_name) + " defines no state(Archive&) (tlaunch/state.hpp)");
+    throw std::logic_error("node " + i.id() + ": snapshots need --state-dir=DIR");
+  }
+  std::ostringstream os;
+  i.state->save(i.object.get(), os);
+  std::string state = std::move(os).str();
+  snapshot_header h;
+  h.type_name = std::string(i.type_name);
+  h.instance = i.id();
+  h.build_id = tlaunch::detail::self_build_id();
+  h.state_version = i.state->version;
+  h.versioned = i.state->versioned;
+  h.launch_id = launch_id_;
+  h.sequence = e->next_sequence++;
+  h.incarnation = i.incarnation;
+  h.written_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  h.state_bytes = state.size();
+  h.checksum = detail::state_checksum(state.data(), state.size());
+  std::ostringstream hs;
+  {
+    cereal::BinaryOutputArchive ar(hs);
+    ar(h);
+  }
+  std::string header = std::move(hs).str();
+  char prefix[12];
+  std::memcpy(prefix, detail::snapshot_magic, 8);
+  for (int k = 0; k < 4; ++k) prefix[8 + k] = static_cast<char>((header.size() >> (8 * k)) & 0xff);
+
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llu.snapshot", static_cast<unsigned long long>(h.sequence));
+  const std::string path = e->folder + "/" + name;
+  const std::string tmp = e->folder + "/." + name + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + detail::errno_text(errno));
+  try {
+    detail::write_all_fd(fd, prefix, sizeof prefix, tmp);
+    detail::write_all_fd(fd, header.data(), header.size(), tmp);
+    detail::write_all_fd(fd, state.data(), state.size(), tmp);
+    if (::fsync(fd) != 0) throw std::runtime_error("cannot sync " + tmp + ": " + detail::errno_text(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + detail::errno_text(err));
+  }
+  if (int dfd = ::open(e->folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  // The newest `keep` stay.
+  auto files = list(e->folder);
+  for (std::size_t k = e->keep; k < files.size(); ++k) ::unlink(files[k].second.c_str());
+  return path;
+}
+
+TLAUNCH_DECL void snapshot_store::arm(entry& e) {
+  e.timer->expires_after(e.every);
+  e.timer->async_wait([this, &e](std::error_code ec) {
+    if (ec || e.stopped) return;
+    try {
+      write(*e.inst);
+    } catch (const std::exception& ex) {
+      if (log_) log_(e.inst->id() + ": periodic snapshot failed: " + ex.what());
+    }
+    arm(e);
+  });
+}
+
+TLAUNCH_DECL void snapshot_store::start() {
+  for (auto& e : entries_) {
+    if (e->every.count() <= 0 || e->timer) continue;
+    e->timer = std::make_unique<asio::steady_timer>(e->inst->strand);
+    asio::post(e->inst->strand, [this, p = e.get()] { arm(*p); });
+  }
+}
+
+TLAUNCH_DECL void snapshot_store::stop() {
+  for (auto& e : entries_) {
+    if (!e->timer) continue;
+    asio::post(e->inst->strand, [p = e.get()] {
+      p->stopped = true;
+      p->timer->cancel();
+    });
+  }
+}
+
+TLAUNCH_DECL void snapshot_store::check_resumable() const {
+  struct stat st{};
+  if (!resume_) return;
+  if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("--resume=" + dir_ + ": no such directory" +
+                             (::stat(dir_.c_str(), &st) == 0 ? " (a file is there)" : ""));
+}
+
+TLAUNCH_DECL void snapshot_store::write_all() {
+  for (auto& e : entries_) {
+    std::promise<void> done;
+    auto f = done.get_future();
+    asio::post(e->inst->strand, [this, p = e.get(), &done] {
+      try {
+        write(*p->inst);
+      } catch (const std::exception& ex) {
+        if (log_) log_(p->inst->id() + ": snapshot at stop failed: " + ex.what());
+      }
+      done.set_value();
+    });
+    f.wait();
+  }
+}
+
+}  // namespace tlaunch::rpc
+#endif

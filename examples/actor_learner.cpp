@@ -6,11 +6,20 @@
 // mean reward of the experience it learned from, per window of learner steps.
 //   ./actor_learner
 //   ./actor_learner --launch=local_mp --replicas actor=8 -- --steps=1000 --seed=3
+// The learner keeps its state (tlaunch/state.hpp): with --state-dir=DIR it snapshots it at
+// the end of each window, and when it is killed and restarted (its restart policy) its
+// curve goes on from the last snapshot; --resume=DIR goes on from there in a new launch.
+//   ./actor_learner --launch=local_mp --state-dir=/tmp/al -- --kill-at=110
 // Program arguments (after `--`): --steps=N (learner steps, default 200), --batch=N
-// (experience per step, 32), --window=N (steps per line of the curve, 20), --seed=N (1).
+// (experience per step, 32), --window=N (steps per line of the curve, 20), --seed=N (1),
+// --kill-at=N (the learner's first process kills itself with SIGKILL at step N; 0: never).
 #include <tlaunch/store/client.hpp>  // tlaunch::data_store and its writer and sampler
 #include <tlaunch/tlaunch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cereal/types/array.hpp>
 #include <cereal/types/vector.hpp>
 
 #include <algorithm>
@@ -104,20 +113,30 @@ struct Learner {
   tlaunch::handle<tlaunch::data_store> replay;
   tlaunch::handles<Actor> actors;
 
+  // What it has learned, which its snapshots hold: the steps done, the policy, each arm's
+  // reward sum and count, the curve so far and the current window's reward.
+  std::int64_t step = 0;
+  policy p = {};
+  std::array<double, arms> sum = {}, count = {};
+  std::vector<double> curve = {};  // mean reward per window
+  double reward_sum = 0;
+  template <class Archive>
+  void state(Archive& ar) {
+    ar(step, p, sum, count, curve, reward_sum);
+  }
+
   asio::awaitable<void> run(tlaunch::context& ctx) {
     const auto steps = arg(ctx.args(), "steps", 200), batch = arg(ctx.args(), "batch", 32),
-               window = arg(ctx.args(), "window", 20);
+               window = arg(ctx.args(), "window", 20), kill_at = arg(ctx.args(), "kill-at", 0);
     if (steps < 2 * window || batch < 1 || window < 1)
       throw std::invalid_argument("need --steps >= 2 * --window, --batch >= 1 and --window >= 1");
+    if (ctx.resumed()) ctx.log("resumed at step {} (start {} of this learner)", step, ctx.incarnation());
     // Prefetches the next batch while this one is learned from.
     tlaunch::store::sampler<experience> in(replay, "experience", static_cast<std::uint32_t>(batch));
-    policy p;
     // Each arm's value is the mean reward of every sample of it so far: unbiased whichever
     // policy chose the arm, and an arm the actors rarely explore still converges.
-    std::array<double, arms> sum{}, count{};
-    std::vector<double> curve;  // mean reward per window
-    double reward_sum = 0;
-    for (std::int64_t step = 1; step <= steps; ++step) {
+    while (step < steps) {
+      ++step;
       for (std::int64_t i = 0; i < batch; ++i) {
         experience e = (co_await in.next()).value;  // waits while the rate limiter says so
         if (e.arm < 0 || e.arm >= arms) throw std::out_of_range(fmt::format("no arm {}", e.arm));
@@ -135,6 +154,11 @@ struct Learner {
         reward_sum = 0;
         ctx.log("steps {:>4}-{:<4} mean reward {:.3f}  values [{:.2f}]", step - window + 1, step,
                 curve.back(), fmt::join(p.value, " "));
+        if (ctx.can_snapshot()) co_await ctx.snapshot();  // with --state-dir
+      }
+      if (step == kill_at && ctx.incarnation() == 0) {
+        ctx.log("killing this learner's process at step {}", step);
+        ::kill(::getpid(), SIGKILL);
       }
     }
     ctx.log("learning curve: first window {:.3f}, last window {:.3f}, best arm {} (of {})",
@@ -158,6 +182,8 @@ constexpr auto program = tlaunch::program(
                             .limiter = store::sample_to_insert_ratio(2.0, 100, 200.0)},
         store::options{.seed = 1}),
     tlaunch::node<"actor", Actor>(tlaunch::ref<"replay">).replicas(4),
-    tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">, tlaunch::ref<"actor">));
+    // A killed learner is started again (local_mp, ssh, slurm, k8s), from its snapshot.
+    tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">, tlaunch::ref<"actor">)
+        .restart({.max_restarts = 3}));
 
 int main(int argc, char** argv) { return tlaunch::main(program, argc, argv); }

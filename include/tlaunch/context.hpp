@@ -133,6 +133,9 @@ class context {
   std::uint32_t incarnation() const noexcept { return inst_.incarnation; }
   bool resumed() const noexcept { return inst_.resumed; }
 
+  // Whether snapshot() can write: the node has state and there is a --state-dir.
+  bool can_snapshot() const noexcept { return inst_.state != nullptr && rt_.options().state_dir.size() > 0; }
+
   // Writes a snapshot of this node's state now, under --state-dir (tlaunch/state.hpp), and
   // returns the file's path. Call it from the node's run() or methods (its strand).
   // Throws std::logic_error when the node has no state or there is no --state-dir, and

@@ -242,6 +242,29 @@ TEST_SUITE("examples") {
     }
   }
 
+  TEST_CASE("actor_learner: a learner killed mid-run goes on from its snapshot, and --resume") {
+    const auto dir = std::filesystem::temp_directory_path() / it::unique_marker("state");
+    auto r = it::run({TLAUNCH_ACTOR_LEARNER_EXE, "--launch=local_mp", "--color=never",
+                      "--state-dir=" + dir.string(), "--", "--kill-at=50", "--steps=100"});
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "[learner/0] killing this learner's process at step 50\n"));
+    // Its snapshot of step 40 (the end of its second window) was loaded by its restart.
+    CHECK(has(r.out, "[learner/0] resumed at step 40 (start 1 of this learner)\n"));
+    // Two windows before the kill, the three after the snapshot: none lost, none twice.
+    CHECK(process::occurrences(r.out, "[learner/0] steps ") == 5);
+    CHECK(has(r.out, "[learner/0] steps   81-100  mean reward "));
+    auto again = it::run({TLAUNCH_ACTOR_LEARNER_EXE, "--launch=local_mp", "--color=never",
+                          "--resume=" + dir.string(), "--", "--steps=140"});
+    CAPTURE(again.all);
+    CHECK(again.code == 0);
+    CHECK(has(again.out, "[learner/0] resumed at step 100 (start 0 of this learner)\n"));
+    CHECK(!has(again.out, "[learner/0] steps    1-20 "));
+    CHECK(has(again.out, "[learner/0] steps  121-140  mean reward "));
+    CHECK(has(again.out, "best arm 4 (of 5)\n"));
+    std::filesystem::remove_all(dir);
+  }
+
   TEST_CASE("topologies: star, tree and net move every block as sent") {
     for (const auto& flags : local_mt_and_mp) {
       CAPTURE(describe(flags));

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "../common/process.hpp"
+#include "../common/sshd_env.hpp"
 #include "http_get.hpp"
 #include "observed_program.hpp"
 
@@ -137,18 +138,11 @@ TEST_CASE("the dashboard off loopback: the page and its state need the printed t
 TEST_CASE("ssh: the dashboard of a program on two hosts, in a real browser") {
   REQUIRE_MESSAGE(std::filesystem::exists(chromium),
                   "Debian's chromium package is needed (tools/install-deps.sh installs it)");
-  const char* path = std::getenv("TLAUNCH_SSHD_ENV");
-  REQUIRE_MESSAGE(path != nullptr, "TLAUNCH_SSHD_ENV is not set: run through ctest or "
-                                   "tools/sshd-fixture.sh run DIR -- <test binary>");
-  std::map<std::string, std::string> kv;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-  const std::string h2 = kv.at("USER") + "@127.0.0.2:" + kv.at("PORT");
-  const std::string h3 = kv.at("USER") + "@127.0.0.3:" + kv.at("PORT");
+  const sshd_env env = read_sshd_env();
+  const std::string h2 = env.host(2), h3 = env.host(3);
   process p({TLAUNCH_METRICS_PROGRAM_EXE, "--launch=ssh", "--hosts=" + h2 + "," + h3, "--place",
              "worker=" + h3 + "," + h2, "--place", "ps=" + h2, "--color=never",
-             "--ssh-identity=" + kv.at("IDENTITY"), "--known-hosts=" + kv.at("KNOWN_HOSTS"),
+             env.identity_flag(), env.known_hosts_flag(),
              "--dashboard=127.0.0.1:0"});
   REQUIRE_MESSAGE(p.wait_for_output("dashboard at http://", 120s), p.all());
   std::smatch pm;

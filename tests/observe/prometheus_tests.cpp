@@ -15,6 +15,7 @@
 #include <string>
 
 #include "../common/process.hpp"
+#include "../common/sshd_env.hpp"
 #include "../common/temp_dir.hpp"
 #include "http_get.hpp"
 #include "observed_program.hpp"
@@ -211,18 +212,11 @@ TEST_CASE("a real Prometheus server scrapes a local_mp program and answers its c
 // `observe_prometheus_ssh` runs this case alone, with the fixture): ps/0 and worker/1 on
 // 127.0.0.2, worker/0 on 127.0.0.3.
 TEST_CASE("ssh: a real Prometheus server scrapes a program on two hosts") {
-  const char* path = std::getenv("TLAUNCH_SSHD_ENV");
-  REQUIRE_MESSAGE(path != nullptr, "TLAUNCH_SSHD_ENV is not set: run through ctest or "
-                                   "tools/sshd-fixture.sh run DIR -- <test binary>");
-  std::map<std::string, std::string> kv;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-  const std::string h2 = kv.at("USER") + "@127.0.0.2:" + kv.at("PORT");
-  const std::string h3 = kv.at("USER") + "@127.0.0.3:" + kv.at("PORT");
+  const sshd_env env = read_sshd_env();
+  const std::string h2 = env.host(2), h3 = env.host(3);
   process p({program, "--launch=ssh", "--hosts=" + h2 + "," + h3, "--place", "worker=" + h3 + "," + h2,
-             "--place", "ps=" + h2, "--color=never", "--ssh-identity=" + kv.at("IDENTITY"),
-             "--known-hosts=" + kv.at("KNOWN_HOSTS"), "--metrics=127.0.0.1:0"});
+             "--place", "ps=" + h2, "--color=never", env.identity_flag(),
+             env.known_hosts_flag(), "--metrics=127.0.0.1:0"});
   REQUIRE_MESSAGE(p.wait_for_output("metrics at http://", 120s), p.all());
   std::smatch pm;
   const std::string printed = p.all();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../common/process.hpp"
+#include "../common/sshd_env.hpp"
 #include "../common/temp_dir.hpp"
 #include "json_reader.hpp"
 
@@ -203,21 +204,14 @@ TEST_CASE("a chain of calls front -> middle -> back is a tree of nested spans in
 // `observe_trace_ssh` runs this case alone, with the fixture): front/0 and back/0 on
 // 127.0.0.2, middle/0 on 127.0.0.3.
 TEST_CASE("ssh: the chains cross hosts, and each process's clock was probed") {
-  const char* path = std::getenv("TLAUNCH_SSHD_ENV");
-  REQUIRE_MESSAGE(path != nullptr, "TLAUNCH_SSHD_ENV is not set: run through ctest or "
-                                   "tools/sshd-fixture.sh run DIR -- <test binary>");
-  std::map<std::string, std::string> kv;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-  const std::string h2 = kv.at("USER") + "@127.0.0.2:" + kv.at("PORT");
-  const std::string h3 = kv.at("USER") + "@127.0.0.3:" + kv.at("PORT");
+  const sshd_env env = read_sshd_env();
+  const std::string h2 = env.host(2), h3 = env.host(3);
   temp_dir dir("tlaunch-trace");
   const auto file = dir.path / "ssh.json";
   const int rounds = 10;
   auto r = run({program, "--launch=ssh", "--hosts=" + h2 + "," + h3, "--place", "front=" + h2,
                 "--place", "middle=" + h3, "--place", "back=" + h2, "--color=never",
-                "--ssh-identity=" + kv.at("IDENTITY"), "--known-hosts=" + kv.at("KNOWN_HOSTS"),
+                env.identity_flag(), env.known_hosts_flag(),
                 "--trace=" + file.string(), "--", std::to_string(rounds)},
                180s);
   REQUIRE_MESSAGE(r.code == 0, r.all);

@@ -102,9 +102,11 @@ class snapshot_store {
   // The snapshots in `folder`, newest first (sequence, path).
   TLAUNCH_DECL static std::vector<std::pair<std::uint64_t, std::string>> list(
       const std::string& folder);
-  // Reads a snapshot file's header and state bytes; throws std::runtime_error saying what
-  // is wrong with it.
-  TLAUNCH_DECL static snapshot_header read(const std::string& path, std::string& state);
+  // Reads a snapshot file's header and checks its state bytes (their count and checksum)
+  // without keeping them; `state_at` gets their offset in the file. Throws
+  // std::runtime_error saying what is wrong with the file.
+  TLAUNCH_DECL static snapshot_header read(const std::string& path,
+                                           std::uint64_t* state_at = nullptr);
 
  private:
   struct entry;
@@ -133,6 +135,8 @@ class snapshot_store {
 #include <cereal/types/string.hpp>
 #include <cstring>
 #include <future>
+#include <istream>
+#include <ostream>
 #include <sstream>
 #include <streambuf>
 
@@ -170,23 +174,148 @@ inline void write_all_fd(int fd, const char* p, std::size_t n, const std::string
   }
 }
 
-// A checksum of the state bytes: 8 bytes a step, to keep 100 MB under a tenth of a second.
-inline std::uint64_t state_checksum(const char* p, std::size_t n) {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    h ^= h >> 29;
+// A checksum of the state bytes, fed in pieces as they are written or read: 8 bytes a step,
+// to keep 100 MB within a few tens of milliseconds.
+class state_hasher {
+ public:
+  void add(const char* p, std::size_t n) {
+    total_ += n;
+    while (have_ > 0 && have_ < 8 && n > 0) {
+      tail_[have_++] = *p++;
+      --n;
+    }
+    if (have_ == 8) {
+      mix(tail_);
+      have_ = 0;
+    }
+    for (; n >= 8; p += 8, n -= 8) mix(p);
+    while (n > 0) {
+      tail_[have_++] = *p++;
+      --n;
+    }
   }
-  for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ull;
-  return h ^ (h >> 32);
-}
+  std::uint64_t value() const {
+    std::uint64_t h = h_ ^ total_;
+    for (std::size_t i = 0; i < have_; ++i)
+      h = (h ^ static_cast<unsigned char>(tail_[i])) * 0x100000001b3ull;
+    return h ^ (h >> 32);
+  }
+  std::uint64_t bytes() const { return total_; }
 
-// An istream's buffer over bytes already in memory.
-struct memory_buf : std::streambuf {
-  memory_buf(char* b, std::size_t n) { setg(b, b, b + n); }
+ private:
+  void mix(const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    h_ = (h_ ^ w) * 0xff51afd7ed558ccdull;
+    h_ ^= h_ >> 29;
+  }
+  std::uint64_t h_ = 0x9e3779b97f4a7c15ull, total_ = 0;
+  char tail_[8] = {};
+  std::size_t have_ = 0;
+};
+
+// The state as the type's save writes it, straight to the file through a 64 KiB buffer (a
+// large block, as cereal writes a vector of numbers, goes from the object's memory), hashed
+// on the way: a snapshot of 100 MB allocates no 100 MB. A write error is kept, not thrown
+// (an ostream would swallow it): the caller checks `error`.
+class file_out_buf : public std::streambuf {
+ public:
+  file_out_buf(int fd, std::string path) : fd_(fd), path_(std::move(path)), buf_(1 << 16) {
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  std::string error;
+  state_hasher hash;
+
+ protected:
+  int_type overflow(int_type c) override {
+    drain();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return error.empty() ? traits_type::not_eof(c) : traits_type::eof();
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (static_cast<std::size_t>(n) < buf_.size() / 2) return std::streambuf::xsputn(s, n);
+    drain();
+    put(s, static_cast<std::size_t>(n));
+    return error.empty() ? n : 0;
+  }
+  int sync() override {
+    drain();
+    return error.empty() ? 0 : -1;
+  }
+
+ private:
+  void drain() {
+    put(pbase(), static_cast<std::size_t>(pptr() - pbase()));
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  void put(const char* p, std::size_t n) {
+    if (!error.empty() || n == 0) return;
+    hash.add(p, n);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        error = "cannot write " + path_ + ": " + errno_text(errno);
+        return;
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  }
+  int fd_;
+  std::string path_;
+  std::vector<char> buf_;
+};
+
+// A file read through a 64 KiB buffer, from its current offset; a large block goes straight
+// into the reader's memory.
+class file_in_buf : public std::streambuf {
+ public:
+  explicit file_in_buf(int fd) : fd_(fd), buf_(1 << 16) { setg(buf_.data(), buf_.data(), buf_.data()); }
+  int error = 0;  // errno of a failed read
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    std::size_t n = get(buf_.data(), buf_.size());
+    setg(buf_.data(), buf_.data(), buf_.data() + n);
+    return n == 0 ? traits_type::eof() : traits_type::to_int_type(*gptr());
+  }
+  std::streamsize xsgetn(char* s, std::streamsize n) override {
+    std::size_t want = static_cast<std::size_t>(n);
+    std::size_t have = std::min<std::size_t>(want, static_cast<std::size_t>(egptr() - gptr()));
+    std::memcpy(s, gptr(), have);
+    gbump(static_cast<int>(have));
+    if (have == want) return n;
+    if (want - have < buf_.size() / 2) return static_cast<std::streamsize>(have) + std::streambuf::xsgetn(s + have, static_cast<std::streamsize>(want - have));
+    return static_cast<std::streamsize>(have + get(s + have, want - have));
+  }
+
+ private:
+  std::size_t get(char* into, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::read(fd_, into + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) error = errno;
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return got;
+  }
+  int fd_;
+  std::vector<char> buf_;
+};
+
+// Closes a descriptor at the end of its scope.
+struct fd_closer {
+  int fd;
+  ~fd_closer() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
 constexpr char snapshot_magic[8] = {'T', 'L', 'S', 'N', 'A', 'P', '0', '1'};
@@ -260,50 +389,47 @@ TLAUNCH_DECL std::vector<std::pair<std::uint64_t, std::string>> snapshot_store::
   return out;
 }
 
-TLAUNCH_DECL snapshot_header snapshot_store::read(const std::string& path, std::string& state) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open it: " + detail::errno_text(errno));
-  std::string bytes;
-  struct stat st{};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw std::runtime_error("cannot read it: " + detail::errno_text(e));
-    }
-    if (n == 0) break;
-    bytes.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (bytes.size() < 12 || std::memcmp(bytes.data(), detail::snapshot_magic, 8) != 0)
-    throw std::runtime_error("it is not a tlaunch snapshot");
+TLAUNCH_DECL snapshot_header snapshot_store::read(const std::string& path,
+                                                  std::uint64_t* state_at) {
+  detail::fd_closer f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) throw std::runtime_error("cannot open it: " + detail::errno_text(errno));
+  detail::file_in_buf in_buf(f.fd);
+  std::istream in(&in_buf);
+  char prefix[12];
+  if (in_buf.sgetn(prefix, 12) != 12 || std::memcmp(prefix, detail::snapshot_magic, 8) != 0)
+    throw std::runtime_error(in_buf.error ? "cannot read it: " + detail::errno_text(in_buf.error)
+                                          : std::string("it is not a tlaunch snapshot"));
   std::uint32_t hlen = 0;
   for (int k = 0; k < 4; ++k)
-    hlen |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[8 + k])) << (8 * k);
-  if (hlen > bytes.size() - 12) throw std::runtime_error("it is cut short (in its header)");
+    hlen |= static_cast<std::uint32_t>(static_cast<unsigned char>(prefix[8 + k])) << (8 * k);
+  if (hlen > (1u << 20)) throw std::runtime_error("its header is too long to be one");
+  std::string header(hlen, '\0');
+  if (in_buf.sgetn(header.data(), hlen) != static_cast<std::streamsize>(hlen))
+    throw std::runtime_error("it is cut short (in its header)");
   snapshot_header h;
   try {
-    detail::memory_buf mb(bytes.data() + 12, hlen);
-    std::istream in(&mb);
-    cereal::BinaryInputArchive ar(in);
+    std::istringstream hs(header);
+    cereal::BinaryInputArchive ar(hs);
     ar(h);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("its header cannot be read: ") + e.what());
   }
   if (h.format != 1)
     throw std::runtime_error("its format is " + std::to_string(h.format) + ", not 1");
-  const std::size_t at = 12 + hlen;
-  if (bytes.size() - at != h.state_bytes)
-    throw std::runtime_error("it is cut short: " + std::to_string(bytes.size() - at) +
+  // The state: counted and hashed a buffer at a time, not kept.
+  detail::state_hasher hash;
+  std::vector<char> chunk(1 << 16);
+  for (;;) {
+    std::streamsize n = in_buf.sgetn(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (n <= 0) break;
+    hash.add(chunk.data(), static_cast<std::size_t>(n));
+  }
+  if (in_buf.error) throw std::runtime_error("cannot read it: " + detail::errno_text(in_buf.error));
+  if (hash.bytes() != h.state_bytes)
+    throw std::runtime_error("it is cut short: " + std::to_string(hash.bytes()) +
                              " bytes of state, not " + std::to_string(h.state_bytes));
-  if (detail::state_checksum(bytes.data() + at, bytes.size() - at) != h.checksum)
-    throw std::runtime_error("its state does not match its checksum");
-  bytes.erase(0, at);
-  state = std::move(bytes);
+  if (hash.value() != h.checksum) throw std::runtime_error("its state does not match its checksum");
+  if (state_at) *state_at = 12 + hlen;
   return h;
 }
 
@@ -313,10 +439,10 @@ TLAUNCH_DECL bool snapshot_store::restore(instance& i) {
   const std::string id = i.id();
   auto files = list(e->folder);
   for (const auto& [seq, path] : files) {
-    std::string state;
+    std::uint64_t state_at = 0;
     snapshot_header h;
     try {
-      h = read(path, state);
+      h = read(path, &state_at);
     } catch (const std::exception& ex) {
       if (log_) log_("snapshot " + path + " of " + id + " is damaged (" + ex.what() + "); trying the one before it");
       continue;
@@ -342,9 +468,13 @@ TLAUNCH_DECL bool snapshot_store::restore(instance& i) {
                                std::to_string(i.state->version));
     }
     try {
-      detail::memory_buf mb(state.data(), state.size());
-      std::istream in(&mb);
+      detail::fd_closer f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+      if (f.fd < 0 || ::lseek(f.fd, static_cast<off_t>(state_at), SEEK_SET) < 0)
+        throw std::runtime_error("cannot read it again: " + detail::errno_text(errno));
+      detail::file_in_buf in_buf(f.fd);
+      std::istream in(&in_buf);
       i.state->load(i.object.get(), in, h.versioned ? h.state_version : 0);
+      if (in_buf.error) throw std::runtime_error("cannot read it: " + detail::errno_text(in_buf.error));
     } catch (const std::exception& ex) {
       throw snapshot_refused("node " + id + ": snapshot " + path + " cannot be loaded: " + ex.what());
     }
@@ -365,9 +495,6 @@ TLAUNCH_DECL std::string snapshot_store::write(instance& i) {
                              std::string(i.type_name) + " defines no state(Archive&) (tlaunch/state.hpp)");
     throw std::logic_error("node " + i.id() + ": snapshots need --state-dir=DIR");
   }
-  std::ostringstream os;
-  i.state->save(i.object.get(), os);
-  std::string state = std::move(os).str();
   snapshot_header h;
   h.type_name = std::string(i.type_name);
   h.instance = i.id();
@@ -380,35 +507,57 @@ TLAUNCH_DECL std::string snapshot_store::write(instance& i) {
   h.written_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  h.state_bytes = state.size();
-  h.checksum = detail::state_checksum(state.data(), state.size());
-  std::ostringstream hs;
-  {
-    cereal::BinaryOutputArchive ar(hs);
-    ar(h);
-  }
-  std::string header = std::move(hs).str();
-  char prefix[12];
-  std::memcpy(prefix, detail::snapshot_magic, 8);
-  for (int k = 0; k < 4; ++k) prefix[8 + k] = static_cast<char>((header.size() >> (8 * k)) & 0xff);
+  // The header's length does not depend on its numbers (cereal writes them at full width):
+  // it is written first with the state's size and checksum at 0, and again once known.
+  auto header_bytes = [&h] {
+    std::ostringstream hs;
+    {
+      cereal::BinaryOutputArchive ar(hs);
+      ar(h);
+    }
+    std::string header = std::move(hs).str();
+    std::string out(detail::snapshot_magic, 8);
+    for (int k = 0; k < 4; ++k) out += static_cast<char>((header.size() >> (8 * k)) & 0xff);
+    return out + header;
+  };
+  const std::string first = header_bytes();
 
   char name[32];
   std::snprintf(name, sizeof name, "%016llu.snapshot", static_cast<unsigned long long>(h.sequence));
   const std::string path = e->folder + "/" + name;
   const std::string tmp = e->folder + "/." + name + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + detail::errno_text(errno));
-  try {
-    detail::write_all_fd(fd, prefix, sizeof prefix, tmp);
-    detail::write_all_fd(fd, header.data(), header.size(), tmp);
-    detail::write_all_fd(fd, state.data(), state.size(), tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error("cannot sync " + tmp + ": " + detail::errno_text(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
+  {
+    detail::fd_closer f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (f.fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + detail::errno_text(errno));
+    try {
+      detail::write_all_fd(f.fd, first.data(), first.size(), tmp);
+      detail::file_out_buf out_buf(f.fd, tmp);
+      {
+        std::ostream out(&out_buf);
+        try {
+          i.state->save(i.object.get(), out);
+        } catch (...) {
+          // A failed write shows as the archive's "failed to write": say why.
+          if (!out_buf.error.empty()) throw std::runtime_error(out_buf.error);
+          throw;
+        }
+        out.flush();
+      }
+      if (!out_buf.error.empty()) throw std::runtime_error(out_buf.error);
+      h.state_bytes = out_buf.hash.bytes();
+      h.checksum = out_buf.hash.value();
+      const std::string final_header = header_bytes();
+      if (final_header.size() != first.size() ||
+          ::pwrite(f.fd, final_header.data(), final_header.size(), 0) !=
+              static_cast<ssize_t>(final_header.size()))
+        throw std::runtime_error("cannot write " + tmp + "'s header: " + detail::errno_text(errno));
+      if (::fsync(f.fd) != 0)
+        throw std::runtime_error("cannot sync " + tmp + ": " + detail::errno_text(errno));
+    } catch (...) {
+      ::unlink(tmp.c_str());
+      throw;
+    }
   }
-  ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());

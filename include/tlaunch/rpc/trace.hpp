@@ -158,20 +158,8 @@ class trace_recorder {
   // The end of a call begun with begin_call.
   void end_call(const client_span& s, call_outcome o, std::int64_t now_steady,
                 std::uint64_t bytes_in) {
-    trace_span t;
-    t.trace_id = s.ctx.trace_id;
-    t.span_id = s.ctx.span_id;
-    t.parent_id = s.parent_id;
-    t.start_ns = s.start_wall;
-    t.duration_ns = std::max<std::int64_t>(0, now_steady - s.start_steady);
-    t.instance = s.target;
-    t.from = s.from;
-    t.name = std::string(s.name);
-    t.bytes_out = s.bytes_out;
-    t.bytes_in = bytes_in;
-    t.kind = trace_span::client;
-    t.outcome = static_cast<std::uint8_t>(o);
-    record(std::move(t));
+    record(finish(s.ctx, s.parent_id, s.start_wall, now_steady - s.start_steady, s.target, s.from,
+                  s.name, s.bytes_out, bytes_in, trace_span::client, o));
   }
 
   // A served call's span, from its frame (`caller`: the trace and the caller's span).
@@ -191,19 +179,31 @@ class trace_recorder {
 
   // Its end: the reply (or error reply) of `bytes_out` was queued.
   void end_served(const served_span& s, call_outcome o, std::uint64_t bytes_out) {
-    trace_span t;
-    t.trace_id = s.ctx.trace_id;
-    t.span_id = s.ctx.span_id;
-    t.parent_id = s.parent_id;
-    t.start_ns = s.start_wall;
-    t.duration_ns = std::max<std::int64_t>(0, metrics_now() - s.start_steady);
-    t.instance = s.ctx.instance;
-    t.name = std::string(s.name);
-    t.bytes_in = s.bytes_in;
-    t.bytes_out = bytes_out;
-    t.kind = trace_span::server;
-    t.outcome = static_cast<std::uint8_t>(o);
+    trace_span t = finish(s.ctx, s.parent_id, s.start_wall, metrics_now() - s.start_steady,
+                          s.ctx.instance, ~std::uint32_t{0}, s.name, bytes_out, s.bytes_in,
+                          trace_span::server, o);
     record(std::move(t));
+  }
+
+  // A span of the trace and span ids of `ctx`, ended now.
+  static trace_span finish(const trace_context& ctx, std::uint64_t parent, std::int64_t start_wall,
+                           std::int64_t took, std::uint32_t instance, std::uint32_t from,
+                           std::string_view name, std::uint64_t bytes_out, std::uint64_t bytes_in,
+                           std::uint8_t kind, call_outcome o) {
+    trace_span t;
+    t.trace_id = ctx.trace_id;
+    t.span_id = ctx.span_id;
+    t.parent_id = parent;
+    t.start_ns = start_wall;
+    t.duration_ns = std::max<std::int64_t>(0, took);
+    t.instance = instance;
+    t.from = from;
+    t.name = std::string(name);
+    t.bytes_out = bytes_out;
+    t.bytes_in = bytes_in;
+    t.kind = kind;
+    t.outcome = static_cast<std::uint8_t>(o);
+    return t;
   }
 
   void record(trace_span&& t) {

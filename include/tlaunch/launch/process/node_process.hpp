@@ -204,6 +204,10 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     return *coords[static_cast<std::size_t>(std::find(flats.begin(), flats.end(), f) -
                                             flats.begin())];
   };
+  // Whether a connection is one of this process's to the coordinator: only those are heard.
+  auto from_coordinator = [&](const std::shared_ptr<rpc::connection>& c) {
+    return std::find(coords.begin(), coords.end(), c) != coords.end();
+  };
   rt.control = [&](const std::shared_ptr<rpc::connection>& c, const wire::frame_header& h,
                    std::span<const char> payload) {
     if (h.type == wire::kind::directory) {
@@ -229,14 +233,14 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       if (auto* s = rt.snapshots()) s->start();
     } else if (h.type == wire::kind::metrics_request) {
       // The launcher gathers its --metrics: this process's counts, on the connection asked.
-      if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+      if (!from_coordinator(c)) return;
       wire::frame_buffer f;
       wire::serialize_into(f, rt.sample_metrics(process_name));
       f.seal({.type = wire::kind::metrics});
       c->send(std::move(f));
     } else if (h.type == wire::kind::clock_probe) {
       // --trace: the launcher measures this process's clock against its own.
-      if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+      if (!from_coordinator(c)) return;
       std::int64_t sent = 0;
       try {
         wire::deserialize_from(payload, sent);
@@ -246,7 +250,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       detail::send_control(*c, wire::kind::clock_reply, sent, rpc::trace_wall_now());
     } else if (h.type == wire::kind::stop) {
       // Only the coordinator stops a node: a peer's stop frame is ignored.
-      if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+      if (!from_coordinator(c)) return;
       // 1: the program stops (not only this process, to be restarted). Peers hear it from
       // this process before any of its connections closes: their calls to it that fail
       // from now on were ended by the stop (tlaunch::stopping), even when their own stop
@@ -267,7 +271,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   };
   rt.closed = [&](const std::shared_ptr<rpc::connection>& c, const std::string& reason) {
-    if (std::find(coords.begin(), coords.end(), c) == coords.end()) return;
+    if (!from_coordinator(c)) return;
     {
       std::lock_guard lk(mu);
       coordinator_spoke = true;

@@ -313,7 +313,7 @@ TEST_SUITE("k8s") {
     options o;
     o.passthrough = {"--grace=2", "--env=actor:SEED=7", "--", "--steps", "3"};
     o.env["actor"] = {{"SEED", "7"}};
-    tlaunch::launch::k8s_settings k;
+    tlaunch::launch::k8s_flags k;
     k.image = "registry.example/app:1";
     k.name = "app";
     k.binary = "/app/bin";

@@ -316,6 +316,26 @@ TEST_SUITE("slurm") {
     CHECK(none_left(marker, 20s));
   }
 
+#ifdef TLAUNCH_STATE_PROGRAM_EXE
+  TEST_CASE("--state-dir under salloc: a task killed and restarted as a step loads its snapshot") {
+    // The counter (tests/state/state_program.cpp) kills itself at 10; its one-task step
+    // starts as its incarnation 1 and loads the snapshot it wrote. One machine: one folder.
+    use_cluster();
+    auto marker = unique_marker("slurm-state");
+    tlaunch::test_support::temp_dir dir("tlaunch-slurm-state");
+    auto r = run(salloc({TLAUNCH_STATE_PROGRAM_EXE, "--launch=slurm", "--place", "counter=node1",
+                         "--place", "ticker=node2", "--place", "replay=node2",
+                         "--state-dir=" + dir.path.string(), "--", "crash-at=10", "until=20",
+                         marker}),
+                 120s);
+    INFO(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.all, "[counter/0@node1] start incarnation=1 resumed=1 count=10 stored=10"));
+    CHECK(has(r.all, "final count=20 incarnation=1 incarnations=0,1"));
+    CHECK(none_left(marker, 20s));
+  }
+#endif
+
   TEST_CASE("--env gives each replica its variables under local_mp and slurm; local_mt warns") {
     std::vector<std::string> env = {"--replicas", "runner=2", "--env", "runner:TAG=r{index}x",
                                     "--",         "echo tag=$TAG"};

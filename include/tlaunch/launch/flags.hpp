@@ -39,10 +39,16 @@ struct ssh_flags {
 struct slurm_flags {
   std::vector<std::string> srun_args;  // --srun-arg, in order
 };
+// --launch=k8s's flags, with their defaults; k8s_resolved (launch/cluster/k8s.hpp) fills in
+// what depends on the binary (the name, the binary's path) and checks the image.
 struct k8s_flags {
-  std::string image, binary, ns, name, out_dir;  // --k8s-image, -binary, -namespace, -name, -out
-  std::optional<std::uint16_t> port;             // --k8s-port
-  bool volcano = false;                          // --k8s-volcano
+  std::string out_dir;         // --k8s-out ("": stdout)
+  std::string image;           // --k8s-image (required)
+  std::string ns = "default";  // --k8s-namespace
+  std::string name;            // --k8s-name (default: tlaunch-<binary>)
+  std::string binary;          // --k8s-binary: the program's path in the image
+  std::uint16_t port = 7070;   // --k8s-port: the coordinator's
+  bool volcano = false;        // --k8s-volcano
 };
 
 // Every flag as a field: the user's settings (launch_options.hpp, what tlaunch::start

@@ -32,11 +32,7 @@ struct launch_plan {
   std::vector<colocation_group> groups;
 
   // Every instance of every node.
-  std::uint32_t instances() const {
-    std::uint32_t n = 0;
-    for (const auto& i : nodes) n += i.replicas;
-    return n;
-  }
+  std::uint32_t instances() const { return rpc::instance_count(nodes); }
 };
 
 // Resolves p with o; throws launch_error naming a node or an instance of --replicas,

@@ -44,6 +44,13 @@ struct node_info {
   bool has_state = false;  // the type saves and loads a state (tlaunch/state.hpp)
 };
 
+// Every instance of every node: the size of the flat id space.
+inline std::uint32_t instance_count(const std::vector<node_info>& nodes) {
+  std::uint32_t n = 0;
+  for (const auto& i : nodes) n += i.replicas;
+  return n;
+}
+
 // A process's runtime: its connections' settings (rpc/connection_api.hpp) and its own.
 struct runtime_options : rpc::connection_settings {
   unsigned threads = 2;

@@ -607,9 +607,11 @@ TLAUNCH_DECL void snapshot_store::stop() {
 TLAUNCH_DECL void snapshot_store::check_resumable() const {
   struct stat st{};
   if (!resume_) return;
-  if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw std::runtime_error("--resume=" + dir_ + ": no such directory" +
-                             (::stat(dir_.c_str(), &st) == 0 ? " (a file is there)" : ""));
+  if (::stat(dir_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
+  char host[256] = "this host";
+  ::gethostname(host, sizeof host - 1);
+  throw std::runtime_error("--resume=" + dir_ + ": no such directory on " + host +
+                           (::stat(dir_.c_str(), &st) == 0 ? " (a file is there)" : ""));
 }
 
 TLAUNCH_DECL void snapshot_store::write_all() {

@@ -79,16 +79,6 @@
 namespace tlaunch::launch {
 
 // What --launch=k8s writes, from its flags.
-struct k8s_settings {
-  std::string out_dir;         // --k8s-out (""; stdout)
-  std::string image;           // --k8s-image (required)
-  std::string ns = "default";  // --k8s-namespace
-  std::string name;            // --k8s-name (default: tlaunch-<binary>)
-  std::string binary;          // --k8s-binary: the program's path in the image
-  std::uint16_t port = 7070;   // --k8s-port: the coordinator's
-  bool volcano = false;        // --k8s-volcano
-};
-
 // The secret's directory inside a pod; the file is <dir>/secret.
 inline constexpr std::string_view k8s_secret_dir = "/etc/tlaunch";
 
@@ -123,11 +113,6 @@ inline std::string yaml_quote(std::string_view s) {
   return out;
 }
 
-inline std::uint32_t total_instances(const std::vector<tlaunch::rpc::node_info>& nodes) {
-  std::uint32_t n = 0;
-  for (const auto& i : nodes) n += i.replicas;
-  return n;
-}
 
 // TLAUNCH_K8S_HOSTS="name=ip,...": the address `host` maps to, if any.
 inline std::optional<std::string> k8s_host_override(std::string_view host) {
@@ -209,21 +194,12 @@ class k8s_pod final : public child {
 }  // namespace detail
 
 // The settings from --k8s-* flags; a launch_error for what is missing or malformed.
-inline k8s_settings k8s_settings_of(const options& o) {
-  k8s_settings k;
-  const k8s_flags& f = o.k8s;
-  if (!f.out_dir.empty()) k.out_dir = f.out_dir;
-  if (!f.image.empty()) k.image = f.image;
-  if (!f.ns.empty()) k.ns = f.ns;
-  if (!f.binary.empty()) k.binary = f.binary;
-  if (f.port) k.port = *f.port;
-  k.volcano = f.volcano;
+inline k8s_flags k8s_resolved(const options& o) {
+  k8s_flags k = o.k8s;
   std::string exe = tlaunch::detail::self_exe<launch_error>();
-  if (!f.name.empty())
-    k.name = detail::dns_label(f.name);
-  else
-    k.name = detail::dns_label(
-        fmt::format("tlaunch-{}", std::filesystem::path(exe).filename().string()));
+  k.name = detail::dns_label(
+      k.name.empty() ? fmt::format("tlaunch-{}", std::filesystem::path(exe).filename().string())
+                     : k.name);
   if (k.binary.empty()) k.binary = exe;
   if (k.image.empty())
     throw launch_error(fmt::format(
@@ -268,7 +244,7 @@ inline k8s_layout k8s_layout_of(const std::vector<tlaunch::rpc::node_info>& node
 
 // "<job>-<C>.<service>:<port>": where every pod reaches the coordinator, the main Job's pod
 // of completion index C (its last; without a restart Job, the number of node processes).
-inline std::string k8s_coordinator_address(std::size_t coordinator_index, const k8s_settings& k) {
+inline std::string k8s_coordinator_address(std::size_t coordinator_index, const k8s_flags& k) {
   return fmt::format("{}-{}.{}:{}", k.name, coordinator_index, k.name, k.port);
 }
 
@@ -278,7 +254,7 @@ inline std::string k8s_coordinator_address(std::size_t coordinator_index, const 
 // maps its index to a process as the manifests did, and the coordinator applies --restart.
 inline std::vector<std::string> k8s_pod_args(const std::vector<tlaunch::rpc::node_info>& nodes,
                                              std::size_t coordinator_index, const options& o,
-                                             const k8s_settings& k, bool restart_job = false) {
+                                             const k8s_flags& k, bool restart_job = false) {
   std::vector<std::string> args = {
       restart_job ? "--tlaunch-role=k8s-restart" : "--tlaunch-role=k8s",
       "--tlaunch-watch",  // a stopped node process is killed, as under local_mp and ssh
@@ -307,7 +283,7 @@ struct k8s_manifest {
 // coordinator, and with --k8s-volcano a PodGroup.
 inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::rpc::node_info>& nodes,
                                                const std::vector<colocation_group>& groups,
-                                               const options& o, const k8s_settings& k,
+                                               const options& o, const k8s_flags& k,
                                                std::string_view secret_hex) {
   using detail::yaml_quote;
   const auto layout = k8s_layout_of(nodes, groups);
@@ -427,7 +403,7 @@ inline std::vector<k8s_manifest> k8s_manifests(const std::vector<tlaunch::rpc::n
 inline int write_k8s_manifests(const std::vector<tlaunch::rpc::node_info>& nodes,
                                const std::vector<colocation_group>& groups, const options& o,
                                output_printer& out) {
-  auto k = k8s_settings_of(o);
+  auto k = k8s_resolved(o);
   if (auto w = largest_resources_warning(nodes, "k8s"); !w.empty())
     out.print("launcher", stream::err, w);
   auto secret = tlaunch::detail::random_secret();
@@ -454,7 +430,7 @@ inline int write_k8s_manifests(const std::vector<tlaunch::rpc::node_info>& nodes
       "launcher", stream::err,
       fmt::format("wrote {} manifests for {} pods to {}; run them with `kubectl apply -f {}`",
                   manifests.size(),
-                  colocation_processes(groups, detail::total_instances(nodes)).size() + 1,
+                  colocation_processes(groups, rpc::instance_count(nodes)).size() + 1,
                   k.out_dir, k.out_dir));
   return 0;
 }
@@ -476,7 +452,7 @@ inline k8s_pod_role k8s_pod_role_of(const std::vector<tlaunch::rpc::node_info>& 
   const char* index = std::getenv("JOB_COMPLETION_INDEX");
   if (index == nullptr)
     throw launch_error("--tlaunch-role=k8s outside an Indexed Job's pod (no JOB_COMPLETION_INDEX)");
-  auto processes = colocation_processes(groups, detail::total_instances(nodes)).size();
+  auto processes = colocation_processes(groups, rpc::instance_count(nodes)).size();
   auto layout = k8s_layout_of(nodes, groups);
   const auto& job = o.role == "k8s-restart" ? layout.restart : layout.main;
   // The completion index as the process it stands for (role_of_process_index's checks).
@@ -529,7 +505,7 @@ inline int run_k8s_coordinator(const std::vector<tlaunch::rpc::node_info>& nodes
   coord.colocate(groups);
   coord.listen(own ? *own : "0.0.0.0", port);
   // Every member's place is its process's pod: "<job>-<i>", or "<job>-restart-<i>".
-  const auto total = detail::total_instances(nodes);
+  const auto total = rpc::instance_count(nodes);
   std::vector<std::string> pod_of(total);
   auto processes = colocation_processes(groups, total);
   auto layout = k8s_layout_of(nodes, groups);

@@ -31,9 +31,8 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes
   auto s = tlaunch::detail::random_secret();
   secret_.assign(s.begin(), s.end());
   // Every node connects at start: they never count against the cap.
-  std::size_t instances = 0;
-  for (auto& n : nodes_) instances += n.replicas;
-  cfg_ = rpc::make_connection_config(connection_settings_of(o), secret_, "launcher", instances);
+  cfg_ = rpc::make_connection_config(connection_settings_of(o), secret_, "launcher",
+                                     rpc::instance_count(nodes_));
   const auto held = detail::coordinator_test_access::held();
   for (auto& n : nodes_)
     for (std::uint32_t r = 0; r < n.replicas; ++r) {
@@ -52,9 +51,8 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes
 TLAUNCH_DECL void coordinator::use_secret(std::vector<std::uint8_t> secret) {
   secret_ = std::move(secret);
   // Made again, TLS's keys too: they come from the secret.
-  std::size_t instances = 0;
-  for (auto& n : nodes_) instances += n.replicas;
-  cfg_ = rpc::make_connection_config(connection_settings_of(opt_), secret_, "launcher", instances);
+  cfg_ = rpc::make_connection_config(connection_settings_of(opt_), secret_, "launcher",
+                                     rpc::instance_count(nodes_));
 }
 
 TLAUNCH_DECL std::uint16_t coordinator::listen(const std::string& bind_ip, std::uint16_t port) {

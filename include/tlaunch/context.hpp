@@ -128,13 +128,16 @@ class context {
   std::string id() const { return inst_.id(); }
 
   // Which start of this instance this is: 0 at launch, then 1, 2, ... for each restart
-  // (under k8s, a restarted pod says 1 each time). resumed(): it loaded a snapshot before
-  // it started (a restart's under --state-dir, or --resume's). docs/guide/state.md.
+  // (under k8s, where the kubelet restarts the container, it stays 0). resumed(): it loaded
+  // a snapshot before it started (a restart's under --state-dir, or --resume's).
+  // docs/guide/state.md.
   std::uint32_t incarnation() const noexcept { return inst_.incarnation; }
   bool resumed() const noexcept { return inst_.resumed; }
 
   // Whether snapshot() can write: the node has state and there is a --state-dir.
-  bool can_snapshot() const noexcept { return inst_.state != nullptr && rt_.options().state_dir.size() > 0; }
+  bool can_snapshot() const noexcept {
+    return inst_.state != nullptr && !rt_.options().state_dir.empty();
+  }
 
   // Writes a snapshot of this node's state now, under --state-dir (tlaunch/state.hpp), and
   // returns the file's path. Call it from the node's run() or methods (its strand).

@@ -566,8 +566,7 @@ std::vector<rpc::node_info> describe(const program_t<Nodes...>& p,
                      spec.env_vars.begin() + static_cast<std::ptrdiff_t>(spec.env_count)},
              .resources = spec.resource_hints,
              .restart = spec.restart_limits,
-             .snapshot = spec.snapshot_settings,
-             .has_state = has_state<typename std::remove_cvref_t<decltype(spec)>::type>}),
+             .snapshot = spec.snapshot_settings}),
          ...);
       },
       p.nodes);

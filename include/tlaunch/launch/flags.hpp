@@ -228,7 +228,8 @@ Observe:
 State (docs/guide/state.md):
   --state-dir=DIR          nodes with state write snapshots under DIR/NODE/INDEX on
                            their host (periodic, on demand, and at a graceful stop;
-                           the newest 3 kept); a restarted instance loads its latest
+                           each keeps its newest 3, or its policy's .keep); a
+                           restarted instance loads its latest
   --resume=DIR             like --state-dir=DIR, and every node loads its latest
                            snapshot there first: a new launch goes on from where a
                            stopped or killed one was

@@ -41,7 +41,6 @@ struct node_info {
   node_resources resources;
   restart_policy restart{};
   snapshot_policy snapshot{};
-  bool has_state = false;  // the type saves and loads a state (tlaunch/state.hpp)
 };
 
 // Every instance of every node: the size of the flat id space.

@@ -134,6 +134,7 @@ class snapshot_store {
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/string.hpp>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <istream>
 #include <ostream>
@@ -149,29 +150,25 @@ namespace detail {
 
 inline std::string errno_text(int e) { return std::strerror(e); }
 
-// mkdir -p
+// mkdir -p: throws saying why `path` is not a directory it can write into.
 inline void make_dirs(const std::string& path) {
-  std::string at;
-  for (std::size_t i = 0; i <= path.size(); ++i) {
-    if (i < path.size() && path[i] != '/') continue;
-    at = path.substr(0, i);
-    if (at.empty()) continue;
-    if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST)
-      throw std::runtime_error("cannot create " + at + ": " + errno_text(errno));
-  }
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw std::runtime_error("cannot create " + path + ": " + ec.message());
+  if (!std::filesystem::is_directory(path, ec))
     throw std::runtime_error(path + " is not a directory");
 }
 
-inline void write_all_fd(int fd, const char* p, std::size_t n, const std::string& path) {
+// Writes all n bytes; 0, or the errno of the write that failed.
+inline int write_fully(int fd, const char* p, std::size_t n) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw std::runtime_error("cannot write " + path + ": " + errno_text(errno));
+    if (w < 0) return errno;
     p += w;
     n -= static_cast<std::size_t>(w);
   }
+  return 0;
 }
 
 // A checksum of the state bytes, fed in pieces as they are written or read: 8 bytes a step,
@@ -254,16 +251,7 @@ class file_out_buf : public std::streambuf {
   void put(const char* p, std::size_t n) {
     if (!error.empty() || n == 0) return;
     hash.add(p, n);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        error = "cannot write " + path_ + ": " + errno_text(errno);
-        return;
-      }
-      p += w;
-      n -= static_cast<std::size_t>(w);
-    }
+    if (int e = write_fully(fd_, p, n)) error = "cannot write " + path_ + ": " + errno_text(e);
   }
   int fd_;
   std::string path_;
@@ -530,7 +518,8 @@ TLAUNCH_DECL std::string snapshot_store::write(instance& i) {
     detail::fd_closer f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
     if (f.fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + detail::errno_text(errno));
     try {
-      detail::write_all_fd(f.fd, first.data(), first.size(), tmp);
+      if (int err = detail::write_fully(f.fd, first.data(), first.size()))
+        throw std::runtime_error("cannot write " + tmp + ": " + detail::errno_text(err));
       detail::file_out_buf out_buf(f.fd, tmp);
       {
         std::ostream out(&out_buf);

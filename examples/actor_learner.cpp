@@ -10,9 +10,13 @@
 // the end of each window, and when it is killed and restarted (its restart policy) its
 // curve goes on from the last snapshot; --resume=DIR goes on from there in a new launch.
 //   ./actor_learner --launch=local_mp --state-dir=/tmp/al -- --kill-at=110
+// The actors are elastic (up to 16): with --grow-at=N the learner doubles them at step N
+// (ctx.resize, under local_mp, ssh or slurm); the next policy broadcast reaches the new ones.
+//   ./actor_learner --launch=local_mp -- --grow-at=100
 // Program arguments (after `--`): --steps=N (learner steps, default 200), --batch=N
 // (experience per step, 32), --window=N (steps per line of the curve, 20), --seed=N (1),
-// --kill-at=N (the learner's first process kills itself with SIGKILL at step N; 0: never).
+// --kill-at=N (the learner's first process kills itself with SIGKILL at step N; 0: never),
+// --grow-at=N (the learner doubles the actors at step N; 0: never).
 #include <tlaunch/store/client.hpp>  // tlaunch::data_store and its writer and sampler
 #include <tlaunch/tlaunch.hpp>
 
@@ -94,8 +98,13 @@ struct Actor {
     std::mt19937_64 rng(seed + 1);
     // 8 items per insert call; append() waits while the replay's rate limiter holds inserts.
     tlaunch::store::writer<experience> out(replay, "experience", 8);
+    bool playing = false;
     try {
       for (;;) {  // until the learner stops the program
+        if (!playing && current.version > 0) {
+          ctx.log("playing policy {}", current.version);  // the first one it got
+          playing = true;
+        }
         int arm = choose(rng);
         co_await out.append(experience{arm, env.pull(arm), current.version});
       }
@@ -127,7 +136,8 @@ struct Learner {
 
   asio::awaitable<void> run(tlaunch::context& ctx) {
     const auto steps = arg(ctx.args(), "steps", 200), batch = arg(ctx.args(), "batch", 32),
-               window = arg(ctx.args(), "window", 20), kill_at = arg(ctx.args(), "kill-at", 0);
+               window = arg(ctx.args(), "window", 20), kill_at = arg(ctx.args(), "kill-at", 0),
+               grow_at = arg(ctx.args(), "grow-at", 0);
     if (steps < 2 * window || batch < 1 || window < 1)
       throw std::invalid_argument("need --steps >= 2 * --window, --batch >= 1 and --window >= 1");
     if (ctx.resumed()) ctx.log("resumed at step {} (start {} of this learner)", step, ctx.incarnation());
@@ -156,6 +166,13 @@ struct Learner {
                 curve.back(), fmt::join(p.value, " "));
         if (ctx.can_snapshot()) co_await ctx.snapshot();  // with --state-dir
       }
+      if (step == grow_at && actors.size() < 16) {
+        // More actors half-way: placed as the first ones were, and known to every process
+        // (this broadcast list included) once resize returns.
+        const auto more = static_cast<std::uint32_t>(std::min<std::size_t>(actors.size() * 2, 16));
+        co_await ctx.resize<"actor">(more);
+        ctx.log("step {}: {} actors now", step, actors.size());
+      }
       if (step == kill_at && ctx.incarnation() == 0) {
         ctx.log("killing this learner's process at step {}", step);
         ::kill(::getpid(), SIGKILL);
@@ -181,7 +198,8 @@ constexpr auto program = tlaunch::program(
                             .max_size = 1000,
                             .limiter = store::sample_to_insert_ratio(2.0, 100, 200.0)},
         store::options{.seed = 1}),
-    tlaunch::node<"actor", Actor>(tlaunch::ref<"replay">).replicas(4),
+    // 4 at launch; the learner may add more while it runs (--grow-at), up to 16.
+    tlaunch::node<"actor", Actor>(tlaunch::ref<"replay">).replicas(4).elastic(16),
     // A killed learner is started again (local_mp, ssh, slurm, k8s), from its snapshot.
     tlaunch::node<"learner", Learner>(tlaunch::ref<"replay">, tlaunch::ref<"actor">)
         .restart({.max_restarts = 3}));

@@ -53,7 +53,8 @@ fi
 # clang in Debug with AddressSanitizer and UndefinedBehaviorSanitizer: both compilers build
 # the whole tree with -Werror (g++ above, clang here), and every test runs under ASan and
 # UBSan, in one build rather than two (CI time). The benchmarks are built and smoke-tested
-# in Release only. -fno-sanitize=function: clang 14 cannot emit
+# in Release only, and hello_world header-only (TLAUNCH_HEADER_ONLY_EXAMPLE) too: the
+# header-only definitions are the compiled library's sources, which run here. -fno-sanitize=function: clang 14 cannot emit
 # the function sanitizer's prologue for split coroutine functions ("Cannot represent a
 # difference across sections"); the other UBSan checks stay on. -g1 (line tables: the
 # reports' stacks still name file and line) instead of -g, as the TSan build below.
@@ -62,7 +63,7 @@ asan_flags+=" -fno-sanitize-recover=undefined"
 if run_phase asan-configure env CXX=clang++ cmake -S . -B build/ci-asan -G Ninja \
      -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
      -DTLAUNCH_BENCH_GRPC=OFF -DTLAUNCH_SLURM_TESTS=OFF \
-     -DTLAUNCH_BUILD_BENCHMARKS=OFF \
+     -DTLAUNCH_BUILD_BENCHMARKS=OFF -DTLAUNCH_HEADER_ONLY_EXAMPLE=OFF \
      "-DCMAKE_CXX_FLAGS=$asan_flags" \
      "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" &&
    run_phase asan-build cmake --build build/ci-asan -j "$jobs"; then
@@ -93,6 +94,7 @@ tsan_options="halt_on_error=1 second_deadlock_stack=1"
 if run_phase tsan-configure cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
      -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
      -DTLAUNCH_BUILD_BENCHMARKS=OFF -DTLAUNCH_CHECK_HEADERS=OFF -DTLAUNCH_SLURM_TESTS=OFF \
+     -DTLAUNCH_HEADER_ONLY_EXAMPLE=OFF \
      "-DCMAKE_CXX_FLAGS=$tsan_flags" \
      "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread" &&
    run_phase tsan-build cmake --build build/ci-tsan -j "$jobs"; then
@@ -124,7 +126,9 @@ fi
 # and Chromium: most of this phase's time) run in the CMake ctests above (CI time).
 # Only what the tests that run here need is compiled (tools/meson-test-targets.py): the
 # executables of the suites left out are built and run by CMake above.
-meson_skip=(--no-suite compile_fail --no-suite ssh --no-suite netns --no-suite observe)
+# benchmarks: built and smoke-tested in the Release ctest, where they are measured.
+meson_skip=(--no-suite compile_fail --no-suite ssh --no-suite netns --no-suite observe
+            --no-suite benchmarks)
 meson_compile() {
   local outputs
   outputs=$(python3 tools/meson-test-targets.py build/meson "${meson_skip[@]}") || return 1

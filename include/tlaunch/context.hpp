@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "detail/config.hpp"
+#include "detail/fixed_string.hpp"
 #include "handle.hpp"
 #include "rpc/call_paths.hpp"
 #include "rpc/instance.hpp"
@@ -120,10 +121,24 @@ class context {
   context(const context&) = delete;
   context& operator=(const context&) = delete;
 
-  // The node's name, this replica's index and the number of replicas.
+  // The node's name, this replica's index and the number of replicas (an elastic node's:
+  // how many run now).
   std::string_view name() const noexcept { return inst_.node_name; }
   std::uint32_t index() const noexcept { return inst_.replica; }
-  std::uint32_t replicas() const noexcept { return inst_.replicas; }
+  TLAUNCH_DECL std::uint32_t replicas() const noexcept;
+
+  // Makes elastic node `node` (node<...>().elastic(max)) run n replicas, 0 to max, and
+  // completes once the change is done everywhere: new replicas registered and known to
+  // every process (a broadcast after it reaches them), removed ones finished the calls they
+  // were serving and stopped. Under launchers of node processes (local_mp, ssh, slurm).
+  // Throws tlaunch::launch_error naming the node when the resize is refused (not elastic,
+  // n over max, the program stopping, a new replica that could not start).
+  // docs/guide/elastic.md.
+  TLAUNCH_DECL asio::awaitable<void> resize(std::string_view node, std::uint32_t n);
+  template <detail::fixed_string Node>
+  asio::awaitable<void> resize(std::uint32_t n) {
+    return resize(Node.view(), n);
+  }
   // "producer/3"
   std::string id() const { return inst_.id(); }
 
@@ -248,6 +263,41 @@ TLAUNCH_DECL asio::awaitable<std::string> context::snapshot() {
     throw std::logic_error("ctx.snapshot(): node " + inst_.id() +
                            ": call it on the node's strand (from its run() or methods)");
   co_return store->write(inst_);
+}
+
+TLAUNCH_DECL std::uint32_t context::replicas() const noexcept {
+  if (inst_.flat_id >= rt_.total_instances()) return inst_.replicas;  // spawned
+  const rpc::node_info& n = rt_.node_of(inst_.flat_id);
+  return n.elastic ? rt_.running(static_cast<std::uint32_t>(&n - rt_.nodes().data()))
+                   : inst_.replicas;
+}
+
+namespace detail {
+struct resize_reply {
+  std::string refused;
+  asio::steady_timer wake;
+  explicit resize_reply(const rpc::strand_type& s)
+      : wake(rpc::any_executor_of(s), asio::steady_timer::time_point::max()) {}
+};
+}  // namespace detail
+
+TLAUNCH_DECL asio::awaitable<void> context::resize(std::string_view node, std::uint32_t n) {
+  if (!rt_.resize)
+    throw launch_error("ctx.resize(\"" + std::string(node) +
+                       "\"): this launch cannot resize nodes (local_mt runs a fixed set; "
+                       "launch with local_mp, ssh or slurm)");
+  // The reply (from any thread) cancels a timer that waits on this node's strand.
+  auto r = std::make_shared<detail::resize_reply>(inst_.strand);
+  const std::string name(node);
+  rt_.resize(name, n, [r, strand = inst_.strand](std::string refused) {
+    asio::post(strand, [r, refused = std::move(refused)]() mutable {
+      r->refused = std::move(refused);
+      r->wake.cancel();
+    });
+  });
+  std::error_code ec;
+  co_await r->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (!r->refused.empty()) throw launch_error(r->refused);
 }
 
 TLAUNCH_DECL asio::awaitable<void> context::sleep_steady(std::chrono::steady_clock::duration d) {

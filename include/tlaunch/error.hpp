@@ -69,6 +69,14 @@ class stopping : public unavailable {
       : unavailable(std::move(site), " ended by the program's stop: " + why, worded{}) {}
 };
 
+// The target is a replica that a resize removed (or has not started yet): its node runs
+// fewer replicas now (docs/guide/elastic.md). Thrown at once, without a wait; not an
+// unavailable. what() is "<node> <method> removed: <why>".
+class removed : public call_error {
+ public:
+  removed(call_site site, const std::string& why) : call_error(std::move(site), " removed: " + why) {}
+};
+
 // The call's deadline passed before a reply came.
 class timeout : public call_error {
  public:

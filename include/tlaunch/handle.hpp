@@ -36,15 +36,31 @@ template <class R>
 class future;
 template <class S>
 class handle;
+template <class S>
+class handles;
 class context;
 
 namespace detail {
+
+// handles<T> of a node that is not elastic: a fixed set.
+inline constexpr std::uint32_t handles_live_none = ~std::uint32_t{0};
 
 // The library's way to bind a handle; handle's constructor is private.
 struct handle_access {
   template <class S>
   static handle<S> make(rpc::runtime* rt, std::uint32_t flat, rpc::instance* direct = nullptr) {
     return handle<S>(rt, flat, direct);
+  }
+  // Every replica's handle (an elastic node's: as many as it may run); `node`, an elastic
+  // node's index, makes the set follow the node's running count.
+  template <class S>
+  static handles<S> make_all(std::vector<handle<S>> hs, rpc::runtime* rt, std::uint32_t node) {
+    handles<S> r(std::move(hs));
+    if (node != handles_live_none) {
+      r.rt_ = rt;
+      r.node_ = node;
+    }
+    return r;
   }
 };
 
@@ -244,17 +260,32 @@ struct call_endpoint {
   rpc::instance* direct;
 };
 
+// An elastic node's running set, read when a broadcast starts.
+struct live_set {
+  rpc::runtime* rt = nullptr;  // null: every endpoint
+  std::uint32_t node = 0;
+};
+
 // handles::broadcast's body, per result and argument types: a call to every endpoint
-// (each with its own copy of the arguments), then every reply awaited in order.
+// (each with its own copy of the arguments), then every reply awaited in order. An elastic
+// node's calls go to the replicas running when it starts, all sent before a resize that
+// removes one of them is applied here (rpc::runtime::membership_guard).
 template <class R, class Args, rpc::method_kind K>
-asio::awaitable<broadcast_result<R>> broadcast_call(std::vector<call_endpoint> to,
+asio::awaitable<broadcast_result<R>> broadcast_call(std::vector<call_endpoint> to, live_set live,
                                                      const rpc::method_ops<R, Args, K>& m,
                                                      Args args) {
   std::vector<future<R>> fs;
-  fs.reserve(to.size());
-  for (const auto& e : to) {
-    if (!e.rt) throw_unbound(m.name);
-    fs.push_back(start_future(e.rt, e.flat, e.direct, call_options{}, m, Args(args)));
+  {
+    std::optional<rpc::runtime::membership_guard> guard;
+    if (live.rt) {
+      guard.emplace(*live.rt);
+      to.resize(std::min<std::size_t>(to.size(), live.rt->running(live.node)));
+    }
+    fs.reserve(to.size());
+    for (const auto& e : to) {
+      if (!e.rt) throw_unbound(m.name);
+      fs.push_back(start_future(e.rt, e.flat, e.direct, call_options{}, m, Args(args)));
+    }
   }
   std::exception_ptr first;
   if constexpr (std::is_void_v<R>) {
@@ -374,18 +405,25 @@ class handle {
   rpc::instance* direct_ = nullptr;
 };
 
-// The handles of every replica of a node.
+// The handles of every replica of a node. An elastic node's (node<...>().elastic(max)) follow
+// its running count: size(), the handles iterated and a broadcast are those of the replicas
+// running now (0 to size() - 1), and change with each resize.
 template <class S>
 class handles {
  public:
   handles() = default;
   explicit handles(std::vector<handle<S>> hs) : hs_(std::move(hs)) {}
 
-  std::size_t size() const noexcept { return hs_.size(); }
-  bool empty() const noexcept { return hs_.empty(); }
-  const handle<S>& operator[](std::size_t i) const { return hs_.at(i); }
+  std::size_t size() const noexcept {
+    return rt_ ? std::min<std::size_t>(hs_.size(), rt_->running(node_)) : hs_.size();
+  }
+  bool empty() const noexcept { return size() == 0; }
+  const handle<S>& operator[](std::size_t i) const {
+    if (i >= size()) throw std::out_of_range("tlaunch::handles: no replica " + std::to_string(i));
+    return hs_[i];
+  }
   auto begin() const { return hs_.begin(); }
-  auto end() const { return hs_.end(); }
+  auto end() const { return hs_.begin() + static_cast<std::ptrdiff_t>(size()); }
 
   // Calls M on every replica at once and awaits all replies; results in replica
   // order. If any call fails, the first error (by replica) is rethrown after
@@ -400,12 +438,16 @@ class handles {
       std::vector<detail::call_endpoint> to;
       to.reserve(hs_.size());
       for (const auto& h : hs_) to.push_back({h.rt_, h.flat_, h.direct_});
-      return detail::broadcast_call(std::move(to), rpc::ops_of<M>, detail::call_args<M>(args...));
+      return detail::broadcast_call(std::move(to), detail::live_set{rt_, node_}, rpc::ops_of<M>,
+                                    detail::call_args<M>(args...));
     }
   }
 
  private:
+  friend struct detail::handle_access;
   std::vector<handle<S>> hs_;
+  rpc::runtime* rt_ = nullptr;  // an elastic node's runtime, whose running count size() follows
+  std::uint32_t node_ = 0;
 };
 
 }  // namespace tlaunch

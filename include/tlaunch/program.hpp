@@ -56,6 +56,15 @@ struct node_spec {
     c.replica_count = n;
     return c;
   }
+  // Lets the program change how many replicas run while it runs, up to max
+  // (running_program::resize, ctx.resize, the launcher's dashboard): docs/guide/elastic.md.
+  // replicas(n) (or --replicas name=n) is how many run at launch.
+  std::uint32_t elastic_max = 0;
+  constexpr node_spec elastic(std::uint32_t max) const {
+    node_spec c = *this;
+    c.elastic_max = max;
+    return c;
+  }
   // Under launchers of node processes, a failed instance is restarted in a fresh
   // process instead of stopping the program, within these limits (the count is
   // overridable with --restart name=n). docs/guide/faults.md, "Restarts".
@@ -325,6 +334,8 @@ template <fixed_string Owner, fixed_string Target, class TargetType>
 struct ref_arg {
   rpc::runtime* rt;
   std::uint32_t first, count;
+  // An elastic node's index: its handles<T> follow its running count.
+  std::uint32_t elastic_node = handles_live_none;
 
   template <class U>
   operator handle<U>() const {
@@ -343,17 +354,20 @@ struct ref_arg {
     } else {
       std::vector<handle<U>> hs;
       for (std::uint32_t i = 0; i < count; ++i) hs.push_back(handle_access::make<U>(rt, first + i));
-      return handles<U>(std::move(hs));
+      return handle_access::make_all<U>(std::move(hs), rt, elastic_node);
     }
   }
 
  private:
   template <class U>
   handle<U> bind() const {
-    if (count != 1)
+    if (count != 1 || elastic_node != handles_live_none)
       throw launch_error("node '" + std::string(Owner.view()) + "' takes a tlaunch::handle to '" +
-                         std::string(Target.view()) + "', which has " + std::to_string(count) +
-                         " replicas: take tlaunch::handles<" + std::string(type_name<U>()) +
+                         std::string(Target.view()) + "', which " +
+                         (elastic_node != handles_live_none
+                              ? std::string("is elastic")
+                              : "has " + std::to_string(count) + " replicas") +
+                         ": take tlaunch::handles<" + std::string(type_name<U>()) +
                          "> instead");
     return handle_access::make<U>(rt, first);
   }
@@ -375,7 +389,9 @@ decltype(auto) map_arg(rpc::runtime& rt, const A& a) {
       if constexpr (idx < sizeof...(Nodes)) {
         using target = std::tuple_element_t<idx, std::tuple<Nodes...>>;
         const rpc::node_info& n = rt.nodes()[idx];
-        return ref_arg<Spec::name, A::name, typename target::type>{&rt, n.first, n.replicas};
+        return ref_arg<Spec::name, A::name, typename target::type>{
+            &rt, n.first, n.replicas,
+            n.elastic ? static_cast<std::uint32_t>(idx) : handles_live_none};
       } else {
         // No such node: program() has already said so. This converts to whatever the
         // constructor takes, so that no second error follows.
@@ -560,7 +576,9 @@ std::vector<rpc::node_info> describe(const program_t<Nodes...>& p,
         (out.push_back(rpc::node_info{
              .name = std::remove_cvref_t<decltype(spec)>::name.view(),
              .type_name = type_name<typename std::remove_cvref_t<decltype(spec)>::type>(),
-             .replicas = spec.replica_count,
+             .replicas = spec.elastic_max > 0 ? spec.elastic_max : spec.replica_count,
+             .initial = spec.replica_count,
+             .elastic = spec.elastic_max > 0,
              .has_run = has_run<typename std::remove_cvref_t<decltype(spec)>::type>,
              .env = {spec.env_vars.begin(),
                      spec.env_vars.begin() + static_cast<std::ptrdiff_t>(spec.env_count)},
@@ -574,7 +592,8 @@ std::vector<rpc::node_info> describe(const program_t<Nodes...>& p,
     bool found = false;
     for (auto& i : out)
       if (i.name == name) {
-        i.replicas = n;
+        if (!i.elastic) i.replicas = n;
+        i.initial = n;
         found = true;
       }
     if (!found) {
@@ -584,9 +603,14 @@ std::vector<rpc::node_info> describe(const program_t<Nodes...>& p,
                          names + ")");
     }
   }
-  for (auto& i : out)
-    if (i.replicas == 0)
+  for (auto& i : out) {
+    if (i.initial == 0)
       throw launch_error("node '" + std::string(i.name) + "' has 0 replicas");
+    if (i.initial > i.replicas)
+      throw launch_error("node '" + std::string(i.name) + "' starts " + std::to_string(i.initial) +
+                         " replicas, more than its .elastic(" + std::to_string(i.replicas) +
+                         ") allows");
+  }
   return out;
 }
 

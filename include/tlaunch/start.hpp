@@ -53,6 +53,14 @@ class running_program {
   // program has stopped.
   TLAUNCH_DECL void stop();
 
+  // Makes elastic node `node` (node<...>(...).elastic(max)) run n replicas, 0 to max, and
+  // returns once every process knows the new set: new replicas registered (a broadcast
+  // started after this reaches them), removed ones finished the calls they were serving
+  // and stopped. From any thread; resizes are done one after the other. Under local_mp
+  // only (local_mt runs a fixed set). Throws launch_error naming the node when it is
+  // refused: not elastic, n over its max, the program not running. docs/guide/elastic.md.
+  TLAUNCH_DECL void resize(const std::string& node, std::uint32_t n);
+
   // Whether the program has stopped (wait() then returns at once).
   TLAUNCH_DECL bool finished() const;
   // After wait(): what wait() returned.

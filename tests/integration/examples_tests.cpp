@@ -49,13 +49,22 @@ std::pair<double, double> two_numbers(const std::string& out, const std::string&
 // The launch types the newer examples run under in these tests: local_mt and local_mp.
 const std::vector<std::vector<std::string>> local_mt_and_mp = {{}, {"--launch=local_mp"}};
 
+// hello_world, and the same source built header-only when the build has it (the sanitizer
+// builds of CI leave it out: TLAUNCH_HEADER_ONLY_EXAMPLE).
+const std::vector<const char*> hello_worlds = {
+    TLAUNCH_HELLO_WORLD_EXE,
+#ifdef TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE
+    TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE,
+#endif
+};
+
 }  // namespace
 
 TEST_SUITE("examples") {
   TEST_CASE("hello_world: four producers add 400 in total under every launch type") {
     // hello_world_header_only: the same source built header-only (hello_world links the
     // compiled library).
-    for (const char* exe : {TLAUNCH_HELLO_WORLD_EXE, TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE})
+    for (const char* exe : hello_worlds)
       for (const auto& flags : launch_types) {
         CAPTURE(exe);
         CAPTURE(describe(flags));
@@ -110,10 +119,13 @@ TEST_SUITE("examples") {
 
   TEST_CASE("every example takes --launch=local_mp (exit 0) and refuses --bogus (usage, exit 2)") {
     // Never an uncaught exception: a flag an example does not take is a usage error.
-    const std::vector<std::string> exes = {
-        TLAUNCH_HELLO_WORLD_EXE, TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE,
+    std::vector<std::string> exes = {
+        TLAUNCH_HELLO_WORLD_EXE,
         TLAUNCH_CONSUMER_PRODUCERS_EXE, TLAUNCH_RUN_CMD_EXE, TLAUNCH_ACTOR_LEARNER_EXE,
         TLAUNCH_TOPOLOGIES_EXE, TLAUNCH_DATA_PARALLEL_EXE, TLAUNCH_SWEEP_EXE};
+#ifdef TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE
+    exes.push_back(TLAUNCH_HELLO_WORLD_HEADER_ONLY_EXE);
+#endif
     for (const auto& exe : exes) {
       CAPTURE(exe);
       // sweep launches through tlaunch::start, whose local_mp forks node processes from this
@@ -263,6 +275,22 @@ TEST_SUITE("examples") {
     CHECK(has(again.out, "[learner/0] steps  121-140  mean reward "));
     CHECK(has(again.out, "best arm 4 (of 5)\n"));
     std::filesystem::remove_all(dir);
+  }
+
+  TEST_CASE("actor_learner: actors added half-way get the policy and play") {
+    auto r = it::run({TLAUNCH_ACTOR_LEARNER_EXE, "--launch=local_mp", "--color=never", "--",
+                      "--grow-at=100"});
+    CAPTURE(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "[learner/0] step 100: 8 actors now\n"));
+    CHECK(has(r.all, "[launcher] node actor resized from 4 to 8 replicas in "));
+    // The new actors got a policy of the second half (the first after they joined) and
+    // played it; the curve still converged.
+    CHECK(has(r.out, "[actor/7] playing policy 10"));
+    CHECK(has(r.out, "[actor/4] playing policy 10"));
+    CHECK(has(r.out, "[actor/3] playing policy 5\n"));
+    CHECK(process::occurrences(r.out, "[learner/0] steps ") == 10);
+    CHECK(has(r.out, "best arm 4 (of 5)\n"));
   }
 
   TEST_CASE("topologies: star, tree and net move every block as sent") {

@@ -230,11 +230,16 @@ class node_peer {
       return f->second;
     }
   }
+  std::vector<std::uint64_t> epochs;  // of each directory received, in order
   std::optional<std::vector<std::string>> directory() {
     auto p = next(wire::kind::directory);
     if (!p) return std::nullopt;
+    // Every instance's address, each node's running count, the membership epoch.
     std::vector<std::string> addrs;
-    wire::deserialize_from(std::span<const char>(p->data(), p->size()), addrs);
+    std::vector<std::uint32_t> counts;
+    std::uint64_t epoch = 0;
+    wire::deserialize_from(std::span<const char>(p->data(), p->size()), addrs, counts, epoch);
+    epochs.push_back(epoch);
     return addrs;
   }
   // The stop frame's flag (1: the program stops, 0: only this process).
@@ -491,6 +496,9 @@ TEST_CASE("a failed instance with a restart policy is started again and the prog
   auto d1 = second.directory();
   REQUIRE(d1.has_value());
   CHECK(*d1 == want);
+  // Each directory is one membership epoch more: the first, the one without worker/1, this.
+  CHECK(nodes[0]->epochs == std::vector<std::uint64_t>{1, 2, 3});
+  CHECK(second.epochs == std::vector<std::uint64_t>{3});
   CHECK_FALSE(h.finished());
   nodes[0]->done();
   second.done();

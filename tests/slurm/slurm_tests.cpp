@@ -336,6 +336,28 @@ TEST_SUITE("slurm") {
   }
 #endif
 
+#ifdef TLAUNCH_ELASTIC_PROGRAM_EXE
+  TEST_CASE("resize under salloc: new replicas start as one-task steps, removed ones exit") {
+    // tests/elastic/elastic_program.cpp: `actor` goes 4 -> 8 -> 2 while a driver broadcasts
+    // to it in a loop; every call the driver sent was served once, and nothing is left.
+    use_cluster();
+    auto marker = unique_marker("slurm-elastic");
+    auto r = run(salloc({TLAUNCH_ELASTIC_PROGRAM_EXE, "--launch=slurm", "--", "steps=8,2",
+                         "hold-ms=300", marker}),
+                 120s);
+    INFO(r.all);
+    CHECK(r.code == 0);
+    CHECK(has(r.all, "scaler sees 8 driver sees 8"));
+    CHECK(has(r.all, "scaler sees 2 driver sees 2"));
+    CHECK(has(r.all, "sizes=4,8,2 "));
+    CHECK(has(r.all, "failures=0 "));
+    CHECK(has(r.all, "error=none"));
+    // Round the allocation's nodes, as at launch: actor/5 on the second.
+    CHECK(has(r.all, "[actor/5@node2] actor 5 served "));
+    CHECK(none_left(marker, 20s));
+  }
+#endif
+
   TEST_CASE("--env gives each replica its variables under local_mp and slurm; local_mt warns") {
     std::vector<std::string> env = {"--replicas", "runner=2", "--env", "runner:TAG=r{index}x",
                                     "--",         "echo tag=$TAG"};

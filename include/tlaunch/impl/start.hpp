@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,6 +37,8 @@ namespace tlaunch::detail {
 struct launch_state {
   std::mutex mu;
   std::function<void()> stop;  // set while the launcher accepts a stop
+  launch::run_hooks::resize_fn resize;  // set while the launcher accepts a resize (local_mp)
+  bool multi_process = false;
   bool stop_asked = false;     // stop() before the launcher published its function
   bool finished = false;
   int exit_code = 0;
@@ -55,6 +58,7 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
 
   auto s = std::make_shared<launch_state>();
   s->program = std::move(keep);
+  s->multi_process = plan.opt.launch == "local_mp";
   // The thread never outlives s: running_program joins it before it lets s go.
   s->thread = std::thread([st = s.get(), plan = std::move(plan)] {
     const launch::options& o = plan.opt;
@@ -81,6 +85,10 @@ TLAUNCH_DECL running_program start_view(const program_view& p,
       if (o.launch == "local_mp") {
         hooks.fork_nodes = true;
         hooks.publish_stop = publish;
+        hooks.publish_resize = [st](launch::run_hooks::resize_fn f) {
+          std::lock_guard lk(st->mu);
+          st->resize = std::move(f);
+        };
         code = launch::run_local_mp(plan, out, hooks);
       } else {
         hooks.publish_stop = [&](std::function<void()> f) {
@@ -139,6 +147,35 @@ TLAUNCH_DECL void running_program::stop() {
   std::lock_guard lk(s_->mu);
   s_->stop_asked = true;
   if (s_->stop) s_->stop();
+}
+
+TLAUNCH_DECL void running_program::resize(const std::string& node, std::uint32_t n) {
+  auto done = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> result = done->get_future();
+  if (!s_->multi_process)
+    throw launch_error("running_program::resize(\"" + node +
+                       "\"): local_mt runs a fixed set of instances; launch with local_mp");
+  for (;;) {
+    // Under the lock: the launcher withdraws its resize function before it returns.
+    std::unique_lock lk(s_->mu);
+    if (s_->finished || s_->stop_asked)
+      throw launch_error("resize: node '" + node + "': the program " +
+                         (s_->finished ? "has stopped" : "is stopping"));
+    if (s_->resize) {
+      s_->resize(node, n, [done](std::string refused) { done->set_value(std::move(refused)); });
+      break;
+    }
+    // The launcher has not published it yet (it does before it starts the nodes).
+    lk.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string refused;
+  try {
+    refused = result.get();
+  } catch (const std::future_error&) {  // the launcher ended before it got to it
+    refused = "resize: the program has stopped";
+  }
+  if (!refused.empty()) throw launch_error(refused);
 }
 
 TLAUNCH_DECL bool running_program::finished() const {

@@ -34,6 +34,11 @@ std::vector<std::uint32_t> colocation_member(const Nodes& nodes, const std::stri
       first += n.replicas;
       continue;
     }
+    bool elastic = false;
+    if constexpr (requires { n.elastic; }) elastic = n.elastic;
+    if (elastic)
+      throw launch_error(source + " names '" + member + "', a replica of elastic node '" + name +
+                         "': elastic nodes run each replica in a process of its own");
     if (slash == std::string::npos) {
       std::vector<std::uint32_t> all;
       for (std::uint32_t r = 0; r < n.replicas; ++r) all.push_back(first + r);
@@ -129,6 +134,30 @@ inline std::vector<colocation_group> colocation_processes(
     out.push_back(g == groups.end() ? colocation_group{f} : *g);
   }
   return out;
+}
+
+// Whether flat id f starts with the program: every replica of a node, of an elastic node
+// the first `initial` (the others start with a resize). `nodes` as for colocation_groups.
+template <class Nodes>
+bool starts_at_launch(const Nodes& nodes, std::uint32_t f) {
+  std::uint32_t first = 0;
+  for (const auto& n : nodes) {
+    if (f < first + n.replicas) return !n.elastic || f - first < n.initial;
+    first += n.replicas;
+  }
+  return false;
+}
+
+// colocation_processes of the processes that start with the program: --launch=slurm's
+// first step's tasks, in rank order. (An elastic node is in no group.)
+template <class Nodes>
+std::vector<colocation_group> launch_processes(const Nodes& nodes,
+                                               const std::vector<colocation_group>& groups) {
+  std::uint32_t total = 0;
+  for (const auto& n : nodes) total += n.replicas;
+  auto all = colocation_processes(groups, total);
+  std::erase_if(all, [&](const colocation_group& g) { return !starts_at_launch(nodes, g[0]); });
+  return all;
 }
 
 }  // namespace tlaunch::launch

@@ -70,6 +70,11 @@ struct run_hooks {
   // Receives a function that begins the program's stop (from any thread), and an empty
   // function once that one must no longer be called.
   std::function<void(std::function<void()>)> publish_stop;
+  // Receives a function that resizes an elastic node (coordinator::resize; from any
+  // thread), and an empty function once that one must no longer be called (local_mp).
+  using resize_fn = std::function<void(const std::string& node, std::uint32_t n,
+                                       std::function<void(std::string)> done)>;
+  std::function<void(resize_fn)> publish_resize;
   // Called when the program ended with a failure, with the one that counted.
   std::function<void(const failure_report&)> failed;
   // local_mp: fork node processes from this process (the program as it is in memory)

@@ -47,12 +47,19 @@ TLAUNCH_DECL int run_local_mp(const launch_plan& plan, output_printer& out,
   std::string exe = hooks.fork_nodes ? "" : tlaunch::detail::self_exe<launch_error>();
   if (hooks.publish_stop)
     hooks.publish_stop([&coord] { coord.request_stop("stop() called by the launching process"); });
+  if (hooks.publish_resize)
+    hooks.publish_resize([&coord](const std::string& node, std::uint32_t n,
+                                  std::function<void(std::string)> done) {
+      coord.resize(node, n, std::move(done));
+    });
   struct unpublish {
     const std::function<void(std::function<void()>)>& f;
+    const std::function<void(run_hooks::resize_fn)>& r;
     ~unpublish() {
       if (f) f({});
+      if (r) r({});
     }
-  } unpublish_on_return{hooks.publish_stop};
+  } unpublish_on_return{hooks.publish_stop, hooks.publish_resize};
   local_child_options child_opt;
   child_opt.stopped_limit = stopped_limit(o);  // a stopped node is failed (--liveness)
   int code = coord.run(places, [&](const placement& place, std::uint16_t port,

@@ -12,6 +12,7 @@
 #include "../rpc/snapshots.hpp"
 #include "../detail/secret.hpp"
 #include "../program_view.hpp"
+#include "colocation.hpp"
 #include "decl.hpp"
 #include "entry_points.hpp"
 #include "flags.hpp"
@@ -40,7 +41,8 @@ TLAUNCH_DECL int run_local_mt(const launch_plan& plan, output_printer& out,
     auto addr = rt.listen("127.0.0.1");
     rt.set_directory(std::vector<std::string>(rt.total_instances(), addr));
   }
-  p.host(rt, [](std::uint32_t) { return true; });
+  // An elastic node runs its initial replicas: local_mt cannot resize (ctx.resize says so).
+  p.host(rt, [&](std::uint32_t f) { return starts_at_launch(plan.nodes, f); });
   try {
     rt.restore_states(0);  // --resume: each node's latest snapshot
   } catch (const std::exception& e) {

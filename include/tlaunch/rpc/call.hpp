@@ -73,6 +73,8 @@ std::pair<std::exception_ptr, result_holder<R>> decode_reply(const call_target& 
   // The callee noticed the deadline before the caller's own timer did.
   if (code == wire::error_code::deadline_exceeded)
     return {tlaunch::detail::make_error<timeout>(target.site()), {}};
+  if (code == wire::error_code::removed)
+    return {tlaunch::detail::make_error<removed>(target.site(), msg), {}};
   return {tlaunch::detail::make_error<unavailable>(target.site(), msg), {}};
 }
 

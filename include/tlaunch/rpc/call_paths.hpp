@@ -397,6 +397,10 @@ TLAUNCH_DECL void start_call_op(std::shared_ptr<call_op> op) {
   std::string why;
   std::shared_ptr<connection> held;
   connection* conn = c.rt.connection_for(c.flat, why, held);
+  if (!conn && c.rt.removed(c.flat)) {
+    c.fail(tlaunch::detail::make_error<removed>(c.target.site(), why));
+    return;
+  }
   if (!conn && c.rt.restarting(c.flat)) {
     park_call(c.rt, c.flat, c.timeout, std::make_shared<detail::parked_op>(std::move(op)), why);
     return;

@@ -70,6 +70,7 @@ class call_table {
     running_[call_id] = std::move(cancel);
   }
   void remove_running(std::uint64_t call_id) { running_.erase(call_id); }
+  std::size_t running_count() const { return running_.size(); }
   // The cancel function of a served call, removed; empty when it is not running.
   std::function<void()> take_running(std::uint64_t call_id) {
     std::function<void()> cancel;

@@ -211,6 +211,15 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t pending_count() const;
   // Bytes queued and not yet written (0 once closed).
   std::uint64_t unsent_bytes() const;
+  // Coroutine and batched calls of the peer's being served now (register_running).
+  std::size_t running_count() const;
+  // The last membership epoch the peer's fence frame brought (rpc::runtime::retire).
+  std::uint64_t fence_epoch() const { return fence_epoch_.load(std::memory_order_acquire); }
+  void note_fence(std::uint64_t epoch) {
+    std::uint64_t was = fence_epoch_.load(std::memory_order_relaxed);
+    while (was < epoch && !fence_epoch_.compare_exchange_weak(was, epoch)) {
+    }
+  }
 
 
  private:
@@ -488,6 +497,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool connected_ = false, socket_closed_ = false;
   bool counted_unauthenticated_ = false;  // in cfg_->unauthenticated until ready or closed
   bool peer_stopping_ = false;  // the peer sent wire::kind::stopping
+  std::atomic<std::uint64_t> fence_epoch_{0};
   bool deadline_armed_ = false;           // handshake_deadline_ waits
   asio::steady_timer handshake_deadline_;
   bool heartbeat_armed_ = false;  // heartbeat_ waits

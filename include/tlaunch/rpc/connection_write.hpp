@@ -131,6 +131,11 @@ TLAUNCH_DECL std::size_t connection::pending_count() const {
   return calls_.size();
 }
 
+TLAUNCH_DECL std::size_t connection::running_count() const {
+  std::lock_guard lk(mu_);
+  return calls_.running_count();
+}
+
 TLAUNCH_DECL void connection::begin_served_span(const served_span& s) {
   std::lock_guard lk(mu_);
   if (closed_) return;

@@ -80,6 +80,9 @@ struct instance {
   // restart) and whether it loaded a snapshot (a restart's, or --resume's).
   std::uint32_t incarnation = 0;
   bool resumed = false;
+  // A resize removed this instance and it served what it had (runtime::retire): calls
+  // that still arrive are answered with tlaunch::removed.
+  std::atomic<bool> retired{false};
 
   std::string id() const { return std::string(node_name) + "/" + std::to_string(replica); }
   const dispatch_entry* find(std::uint64_t method) const {

@@ -86,6 +86,12 @@ class deferred_writes {
       if (st->entries[i].key == key) return flush_entry(*st, i);
   }
 
+  // Flushes everything staged on this thread now (calls that a frame another thread
+  // queues next must not be overtaken by: a resize's fence, rpc/runtime.hpp).
+  static void flush_all() {
+    if (staging* st = staging_; st && st->used > 0) flush_staged(*st);
+  }
+
   // Opens a scope unless one is open already (the outermost one writes).
   class scope {
    public:

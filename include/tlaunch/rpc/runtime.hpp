@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -33,7 +34,12 @@ namespace tlaunch::rpc {
 struct node_info {
   std::string_view name;
   std::string_view type_name;
+  // The flat ids the node takes: its replicas, or with .elastic(max) the most it may run.
   std::uint32_t replicas = 1;
+  // How many run at launch (replicas unless elastic); an elastic node's running count
+  // changes with resize (docs/guide/elastic.md), the rest of its ids wait unused.
+  std::uint32_t initial = 1;  // read only when elastic
+  bool elastic = false;
   bool has_run = false;
   std::uint32_t first = 0;  // flat id of replica 0
   // node<...>().env(KEY, VALUE) in program order; VALUE may hold "{index}".
@@ -147,6 +153,51 @@ class runtime final : public rpc::connection_sink {
   // "" for an instance that had an address: it is being restarted, and calls to it
   // wait for the next update (park_call).
   void update_directory(std::vector<std::string> addresses);
+
+  // ----- elastic nodes (docs/guide/elastic.md) ----------------------------------------
+
+  // How many replicas of node `node` (its index) run now: its initial count until a
+  // directory with counts changes it.
+  std::uint32_t running(std::uint32_t node) const {
+    return running_[node].load(std::memory_order_acquire);
+  }
+  // Whether `flat` is a replica of an elastic node that does not run now (removed by a
+  // resize, or not started yet): a call to it fails at once with tlaunch::removed.
+  bool removed(std::uint32_t flat) const {
+    if (!elastic_ || flat >= total_) return false;
+    const node_info& n = node_of(flat);
+    return n.elastic &&
+           flat - n.first >= running(static_cast<std::uint32_t>(&n - nodes_.data()));
+  }
+  // Held while a broadcast to an elastic node reads its running count and sends its calls
+  // (they are flushed before it is released): a membership update waits for it, so each
+  // peer connection carries every call of the old membership before the update's fence.
+  class membership_guard {
+   public:
+    explicit membership_guard(runtime& rt);
+    ~membership_guard();
+    membership_guard(const membership_guard&) = delete;
+    membership_guard& operator=(const membership_guard&) = delete;
+
+   private:
+    runtime& rt_;
+  };
+  // The running count of every node as of membership epoch `epoch` (the coordinator's
+  // directory after a resize). Then every peer connection gets a fence (wire::kind::fence)
+  // with the epoch: no call this process starts after it goes to a replica removed by then.
+  void update_membership(const std::vector<std::uint32_t>& counts, std::uint64_t epoch);
+  std::uint64_t membership_epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // A replica hosted here that a resize removes: once every peer connection open now has
+  // brought a fence of `epoch` (or closed), and every call its hosted instances were
+  // serving then has been answered, or `max` passed, its instances stop serving (a later
+  // call is answered with tlaunch::removed). "" when all that came in time; else what
+  // was still missing after `max`.
+  std::string retire(std::uint64_t epoch, std::chrono::milliseconds max);
+  // ctx.resize(node, n): set by the launch type; `done` gets "" or why it was refused,
+  // from any thread.
+  std::function<void(const std::string& node, std::uint32_t n,
+                      std::function<void(std::string)> done)>
+      resize;
 
   // Whether the directory says `flat` is being restarted.
   bool restarting(std::uint32_t flat) const;
@@ -272,6 +323,16 @@ class runtime final : public rpc::connection_sink {
   std::vector<std::shared_ptr<rpc::connection>> accepted_;
   std::vector<std::thread> threads_;
   std::vector<std::function<void()>> stop_wakers_;
+  // Elastic nodes: each node's running count, the membership epoch, and the lock a
+  // broadcast holds while it sends (membership_guard).
+  std::unique_ptr<std::atomic<std::uint32_t>[]> running_;
+  bool elastic_ = false;
+  std::atomic<std::uint64_t> epoch_{0};
+  std::shared_mutex membership_mu_;
+  // connect()'s connections (the coordinator's), never a peer's: no fence comes on them.
+  std::vector<const rpc::connection*> outside_;
+  // The connections to and from other node processes (not connect()'s).
+  std::vector<std::shared_ptr<rpc::connection>> peer_connections() const;
   std::atomic<bool> stopping_{false}, shut_down_{false};
   bool announced_ = false;  // announce_stop() was called; under mu_
 };
@@ -287,12 +348,14 @@ class runtime final : public rpc::connection_sink {
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include <asio/ip/tcp.hpp>
 
 #include "../detail/build_id.hpp"
 #include "accept_loop.hpp"
 #include "connection.hpp"
+#include "read_batch.hpp"
 #include "snapshots.hpp"
 
 namespace tlaunch::rpc {
@@ -343,9 +406,13 @@ TLAUNCH_DECL runtime::runtime(std::vector<node_info> nodes, runtime_options opt,
       busy_poll_us_(opt_.busy_poll.count() < 0 ? 0 : opt_.busy_poll.count()),
       listener_(std::make_unique<listener>(*this)) {
   std::uint32_t total = 0;
-  for (auto& n : nodes_) {
+  running_ = std::make_unique<std::atomic<std::uint32_t>[]>(nodes_.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    auto& n = nodes_[i];
     n.first = total;
     total += n.replicas;
+    running_[i].store(n.elastic ? n.initial : n.replicas, std::memory_order_relaxed);
+    elastic_ = elastic_ || n.elastic;
   }
   total_ = total;
   hosted_.resize(total);
@@ -475,7 +542,8 @@ TLAUNCH_DECL void runtime::update_directory(std::vector<std::string> addresses) 
     for (std::uint32_t f = 0; f < total_; ++f) {
       if (addresses_[f] == addresses[f]) continue;
       if (addresses[f].empty()) {
-        restarting_[f] = true;
+        // A replica a resize removed is not coming back: calls to it fail at once.
+        restarting_[f] = !removed(f);
       } else {
         restarting_[f] = false;
         for (auto& r : parked_[f]) resume.push_back(std::move(r));
@@ -533,6 +601,12 @@ TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connection_to(std::uint32
 
 TLAUNCH_DECL rpc::connection* runtime::connection_for(std::uint32_t flat, std::string& why,
                                                      std::shared_ptr<rpc::connection>& hold) {
+  if (elastic_ && removed(flat)) [[unlikely]] {
+    why = "a resize removed it (" + std::string(node_of(flat).name) + " runs " +
+          std::to_string(running(static_cast<std::uint32_t>(&node_of(flat) - nodes_.data()))) +
+          " replicas now)";
+    return nullptr;
+  }
   if (current_runtime_thread == this && flat < total_) {
     auto& slot = thread_cache_[current_io_index][flat];
     if (!slot || slot->closed()) slot = connection_to(flat, why);
@@ -543,7 +617,23 @@ TLAUNCH_DECL rpc::connection* runtime::connection_for(std::uint32_t flat, std::s
 }
 
 TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connect(const std::string& address) {
-  return rpc::connection::connect(io, address, cfg_, this);
+  auto c = rpc::connection::connect(io, address, cfg_, this);
+  std::lock_guard lk(mu_);
+  outside_.push_back(c.get());
+  return c;
+}
+
+TLAUNCH_DECL std::vector<std::shared_ptr<rpc::connection>> runtime::peer_connections() const {
+  std::vector<std::shared_ptr<rpc::connection>> all;
+  std::lock_guard lk(mu_);
+  auto add = [&](const std::shared_ptr<rpc::connection>& c) {
+    if (std::find(outside_.begin(), outside_.end(), c.get()) == outside_.end() &&
+        std::find(all.begin(), all.end(), c) == all.end())
+      all.push_back(c);
+  };
+  for (auto& [a, c] : by_address_) add(c);
+  for (auto& c : accepted_) add(c);
+  return all;
 }
 
 TLAUNCH_DECL void runtime::start_threads() {
@@ -651,6 +741,11 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
                      "this process does not host instance " + instance_id(h.target));
     return;
   }
+  if (inst->retired.load(std::memory_order_acquire)) [[unlikely]] {
+    rpc::reply_error(c, h.call_id, wire::error_code::removed,
+                     "a resize removed instance " + inst->id());
+    return;
+  }
   const rpc::dispatch_entry* e = inst->find(h.method);
   if (!e) {
     rpc::reply_error(c, h.call_id, wire::error_code::no_such_method,
@@ -690,6 +785,16 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
 
 TLAUNCH_DECL void runtime::on_control(const std::shared_ptr<rpc::connection>& c,
                                       const wire::frame_header& h, std::span<const char> payload) {
+  if (h.type == wire::kind::fence) {
+    std::uint64_t epoch = 0;
+    if (payload.size() != sizeof epoch) {
+      c->close("malformed fence frame");
+      return;
+    }
+    std::memcpy(&epoch, payload.data(), sizeof epoch);
+    c->note_fence(epoch);
+    return;
+  }
   if (control) return control(c, h, payload);
   // Rate-limited: a peer sending them in a loop must not fill the log.
   std::string line = "unexpected control frame (kind " +
@@ -765,6 +870,77 @@ TLAUNCH_DECL void runtime::on_closed(const std::shared_ptr<rpc::connection>& c,
 
 TLAUNCH_DECL void runtime::log(const std::string& message) {
   std::fprintf(stderr, "[tlaunch] %s: %s\n", cfg_->name.c_str(), message.c_str());
+}
+
+TLAUNCH_DECL runtime::membership_guard::membership_guard(runtime& rt) : rt_(rt) {
+  rt_.membership_mu_.lock_shared();
+}
+
+TLAUNCH_DECL runtime::membership_guard::~membership_guard() {
+  // The calls sent under the guard are queued on their connections before an update
+  // queues its fences there.
+  deferred_writes::flush_all();
+  rt_.membership_mu_.unlock_shared();
+}
+
+TLAUNCH_DECL void runtime::update_membership(const std::vector<std::uint32_t>& counts,
+                                             std::uint64_t epoch) {
+  {
+    std::unique_lock lk(membership_mu_);
+    for (std::size_t i = 0; i < nodes_.size() && i < counts.size(); ++i)
+      if (nodes_[i].elastic)
+        running_[i].store(std::min(counts[i], nodes_[i].replicas), std::memory_order_release);
+    epoch_.store(epoch, std::memory_order_release);
+  }
+  for (auto& c : peer_connections()) {
+    wire::frame_buffer f;
+    f.append(&epoch, sizeof epoch);
+    f.seal({.type = wire::kind::fence});
+    c->send(std::move(f));
+  }
+}
+
+TLAUNCH_DECL std::string runtime::retire(std::uint64_t epoch, std::chrono::milliseconds max) {
+  const auto until = std::chrono::steady_clock::now() + max;
+  auto peers = [this] { return peer_connections(); };
+  std::string missing;
+  auto wait_for = [&](auto&& done) {
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  };
+  // 1. Every peer applied the membership without these replicas: what it sent before its
+  // fence is all it sends them.
+  std::string unfenced;
+  if (!wait_for([&] {
+        unfenced.clear();
+        for (auto& c : peers())
+          if (!c->closed() && c->fence_epoch() < epoch)
+            unfenced += (unfenced.empty() ? "" : ", ") + c->peer_name();
+        return unfenced.empty();
+      }))
+    missing = "no fence from " + unfenced;
+  // 2. The plain calls received are queued on their strands: each strand runs them before
+  // this marker. 3. The coroutine and batched calls being served are answered.
+  auto left = std::make_shared<std::atomic<std::size_t>>(0);
+  for_each_hosted([&](rpc::instance& i) {
+    left->fetch_add(1);
+    asio::post(i.strand, [left] { left->fetch_sub(1); });
+  });
+  std::size_t serving = 0;
+  if (!wait_for([&] {
+        if (left->load() > 0) return false;
+        serving = 0;
+        for (auto& c : peers())
+          if (!c->closed()) serving += c->running_count();
+        return serving == 0;
+      }))
+    missing += (missing.empty() ? "" : "; ") + std::string("calls still being served") +
+               (serving > 0 ? " (" + std::to_string(serving) + ")" : "");
+  for_each_hosted([](rpc::instance& i) { i.retired.store(true, std::memory_order_release); });
+  return missing;
 }
 
 TLAUNCH_DECL void runtime::stop_instances() {

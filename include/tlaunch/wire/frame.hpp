@@ -29,6 +29,9 @@ enum class kind : std::uint8_t {
   // Either side, once ready: the sender's process is stopping because the program is
   // (empty). Calls that then fail because this connection closes fail as tlaunch::stopping.
   stopping = 9,
+  // Either side, once ready: uint64 the membership epoch (a resize's directory) this
+  // process now calls by; no call it starts later goes to a replica removed before it.
+  fence = 10,
   // Control frames between a node process and its coordinator.
   reg = 16,           // node -> coordinator: flat instance id, listen address, pid
   directory = 17,     // coordinator -> node: every instance's address by flat id; start
@@ -41,10 +44,13 @@ enum class kind : std::uint8_t {
   clock_probe = 24,      // coordinator -> node (--trace): int64 the coordinator's clock
   clock_reply = 25,      // node -> coordinator: the probe's int64, then the node's clock
   trace_spans = 26,      // node -> coordinator (--trace): its spans (rpc::trace_batch)
+  resize_request = 27,   // node -> coordinator: uint64 request id, node name, uint32 count
+  resize_reply = 28,     // coordinator -> node: uint64 request id, error ("" when done)
+  membership_ack = 29,   // node -> coordinator: uint64 the directory's epoch, applied
 };
 
 constexpr bool is_known_kind(std::uint8_t k) {
-  return (k >= 1 && k <= 9) || (k >= 16 && k <= 26);
+  return (k >= 1 && k <= 10) || (k >= 16 && k <= 29);
 }
 
 // Header flags. On a call: the payload ends with a 16-byte trace context (rpc/trace.hpp).
@@ -58,6 +64,7 @@ enum class error_code : std::uint8_t {
   bad_arguments = 4,      // payload did not deserialize
   stopping = 5,           // reserved: the node is stopping (not sent)
   deadline_exceeded = 6,  // the caller's deadline passed while the method ran
+  removed = 7,            // a resize removed the target instance
 };
 
 struct frame_header {

@@ -567,6 +567,11 @@ inline std::optional<options> k8s_prepare_node(const options& o, const k8s_pod_r
 #if !defined(TLAUNCH_SEPARATE_COMPILATION) || defined(TLAUNCH_BUILDING_LAUNCH_CLUSTER)
 TLAUNCH_DECL int run_k8s(const launch_plan& plan, output_printer& out) {
   // One pod per node process: a colocation group's pod hosts all its members.
+  for (const auto& n : plan.nodes)
+    if (n.elastic)
+      throw launch_error("--launch=k8s: node '" + std::string(n.name) +
+                         "' is elastic, which --launch=k8s does not support yet (its manifests "
+                         "run a fixed set of pods); launch it with local_mp, ssh or slurm");
   return write_k8s_manifests(plan.nodes, plan.groups, plan.opt, out);
 }
 #endif

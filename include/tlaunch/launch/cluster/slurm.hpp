@@ -511,7 +511,9 @@ TLAUNCH_DECL int run_slurm(const launch_plan& plan, output_printer& out) {
   const std::uint32_t instances = plan.instances();
   auto places = place_instances(nodes, o.place, hosts, colocation_leaders(groups, instances));
   if (places.empty()) throw launch_error("--launch=slurm: the program has no node instance");
-  auto processes = colocation_processes(groups, instances);
+  // The processes that start with the program (an elastic node's other replicas start
+  // later, each in a step of its own, as a restart does).
+  auto processes = launch_processes(nodes, groups);
   std::vector<std::uint32_t> rank_of(instances);  // flat id -> its process's task
   for (std::uint32_t r = 0; r < processes.size(); ++r)
     for (std::uint32_t f : processes[r]) rank_of[f] = r;

@@ -32,7 +32,7 @@ inline std::string role_of_process_index(const std::vector<tlaunch::rpc::node_in
   } catch (const std::exception&) {
     throw launch_error(fmt::format("{}='{}' is not a process index", var, text));
   }
-  auto processes = colocation_processes(groups, rpc::instance_count(nodes));
+  auto processes = launch_processes(nodes, groups);
   if (index >= processes.size())
     throw launch_error(fmt::format(
         "{}={} names no node process: the program has {} (started with more tasks or pods "

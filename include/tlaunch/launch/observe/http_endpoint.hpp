@@ -1,4 +1,5 @@
-// A small HTTP/1.1 server for what the launcher shows (--metrics): GET only, one request
+// A small HTTP/1.1 server for what the launcher shows (--metrics): GET (and the dashboard's
+// POST, with its token), one request
 // per connection, answered from a handler on the launcher's own thread.
 //
 // What a client may cost is bounded: at most max_clients connections at once (more are
@@ -104,16 +105,28 @@ class http_endpoint {
       return error(400, "malformed request line");
     std::string_view method = line.substr(0, sp1);
     std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    if (method != "GET" && method != "HEAD") return error(405, "only GET is served");
+    const bool post = method == "POST" && post_;
+    if (method != "GET" && method != "HEAD" && !post)
+      return error(405, post_ ? "only GET and POST are served" : "only GET is served");
     std::string_view path = target, query;
     if (auto q = target.find('?'); q != std::string_view::npos) {
       path = target.substr(0, q);
       query = target.substr(q + 1);
     }
-    if (!token_.empty() && !authorized(request.substr(line_end + 2), query))
+    // A POST changes the program: it needs its token even on loopback.
+    const std::string& token = post ? post_token_ : token_;
+    if (!token.empty() && !authorized(request.substr(line_end + 2), query, token))
       return error(401, "a token is required: Authorization: Bearer TOKEN (the launcher "
                         "printed it), or ?token=TOKEN");
-    return handler_(path);
+    return post ? post_(path, query) : handler_(path);
+  }
+
+  // POST requests (the dashboard's resize), answered by `h` with the path and the query;
+  // each must carry `token` (not empty), wherever the endpoint listens.
+  using post_handler = std::function<http_response(std::string_view path, std::string_view query)>;
+  void serve_post(std::string token, post_handler h) {
+    post_token_ = std::move(token);
+    post_ = std::move(h);
   }
 
  private:
@@ -129,6 +142,7 @@ class http_endpoint {
   static std::string_view reason(int status) {
     switch (status) {
       case 200: return "OK";
+      case 202: return "Accepted";
       case 400: return "Bad Request";
       case 401: return "Unauthorized";
       case 404: return "Not Found";
@@ -138,17 +152,18 @@ class http_endpoint {
     }
   }
 
-  bool equal_token(std::string_view given) const {
+  static bool equal_token(std::string_view given, const std::string& token) {
     return tlaunch::detail::constant_time_equal(
         {reinterpret_cast<const std::uint8_t*>(given.data()), given.size()},
-        {reinterpret_cast<const std::uint8_t*>(token_.data()), token_.size()});
+        {reinterpret_cast<const std::uint8_t*>(token.data()), token.size()});
   }
 
-  bool authorized(std::string_view headers, std::string_view query) const {
+  static bool authorized(std::string_view headers, std::string_view query,
+                         const std::string& token) {
     for (std::string_view q = query; !q.empty();) {
       auto amp = q.find('&');
       std::string_view kv = q.substr(0, amp);
-      if (kv.rfind("token=", 0) == 0 && equal_token(kv.substr(6))) return true;
+      if (kv.rfind("token=", 0) == 0 && equal_token(kv.substr(6), token)) return true;
       if (amp == std::string_view::npos) break;
       q.remove_prefix(amp + 1);
     }
@@ -162,7 +177,7 @@ class http_endpoint {
         std::string_view value = h.substr(colon + 1);
         while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
         if (name == "authorization" && value.rfind("Bearer ", 0) == 0 &&
-            equal_token(value.substr(7)))
+            equal_token(value.substr(7), token))
           return true;
       }
       if (end == std::string_view::npos) break;
@@ -253,6 +268,8 @@ class http_endpoint {
   asio::ip::tcp::acceptor acceptor_;
   std::string token_;
   handler handler_;
+  std::string post_token_;
+  post_handler post_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<shared> state_;
 };

@@ -126,6 +126,12 @@ class coordinator final : public rpc::connection_sink {
   // Begins the program's stop as stop_program() does; from any thread, while run() runs.
   void request_stop(const std::string& why);
 
+  // Makes elastic node `node` run n replicas (docs/guide/elastic.md); from any thread.
+  // `done` gets "" once every process knows the new set (new replicas registered, removed
+  // ones stopped after serving what they had), or why it was refused; on the coordinator's
+  // thread. Resizes are done one after the other, in the order asked.
+  void resize(const std::string& node, std::uint32_t n, std::function<void(std::string)> done);
+
  private:
   struct slot {
     std::string id, where;
@@ -165,7 +171,39 @@ class coordinator final : public rpc::connection_sink {
     std::int64_t pid = 0;
     // --trace: its process's clock against the launcher's (probed when it registers).
     observe::clock_estimate clock;
+    // Elastic nodes: a replica that does not run now (beyond its node's running count),
+    // one a resize is removing, and the last directory epoch its process applied.
+    bool dormant = false, retiring = false;
+    bool added = false;  // started by a resize, not registered yet
+    std::uint64_t acked = 0;
   };
+  // Elastic nodes (coordinator/resize.hpp): each node's running count, the directory's
+  // epoch, and the resizes asked for, done one at a time.
+  struct resize_op {
+    std::uint32_t node = 0, from = 0, to = 0;
+    enum class stage { begin, growing, growing_acks, shrinking_acks, retiring } at = stage::begin;
+    std::uint64_t epoch = 0;
+    std::chrono::steady_clock::time_point began;
+    std::function<void(std::string)> done;
+  };
+  std::vector<std::uint32_t> running_;
+  std::uint64_t epoch_ = 0;
+  std::deque<resize_op> resizes_;
+  bool advancing_ = false;
+  // Bounds each wait of the first resize (resize_timer_, declared after io_).
+  void arm_resize_timer(std::uint64_t epoch);
+  // Moves the first resize on as far as it can go now; called after each event it waits for.
+  void advance_resize();
+  // Every process running now applied the directory of `epoch`.
+  bool all_acked(std::uint64_t epoch) const;
+  // Slots that count now: all but an elastic node's dormant replicas.
+  std::size_t active_slots() const;
+  void on_resize_request(const std::shared_ptr<rpc::connection>& c, std::uint64_t id,
+                         const std::string& node, std::uint32_t n);
+  // Why resizing `node` to n is refused ("" when it is not); `index`: the node's.
+  std::string resize_refusal(const std::string& node, std::uint32_t n, std::uint32_t& index) const;
+  // The dashboard's POST /api/resize?node=NAME&replicas=N (its token required).
+  observe::http_response resize_by_post(std::string_view path, std::string_view query);
   // The dashboard's history: each method's calls per second and p99 (seconds; < 0: no call
   // ended) over each second, summed over the edges that call it, the last 120 seconds.
   struct method_point {
@@ -184,7 +222,9 @@ class coordinator final : public rpc::connection_sink {
   std::uint32_t metrics_tick_ = 0;  // ask_metrics's turns (a tenth of the processes each)
   std::string metrics_text() const;
   std::string dashboard_state() const;
-  std::string endpoint_token_;  // "" until an endpoint off loopback needs one
+  std::string endpoint_token_;  // "" until an endpoint off loopback (or a POST) needs one
+  // --endpoint-token, or one derived from the launch secret (the same all launch long).
+  std::string derived_endpoint_token();
   // --trace=FILE (coordinator/observe.hpp): the file; the clock probes of a process that
   // registered (five, one after the other); a process's spans; the file's end.
   std::unique_ptr<observe::trace_file> trace_;
@@ -291,6 +331,9 @@ class coordinator final : public rpc::connection_sink {
   std::chrono::milliseconds registered_after_{0}, stopped_after_{0};
   std::unique_ptr<tmux_terminal> terminal_;  // --terminal=tmux
   asio::steady_timer metrics_timer_{io_};
+  // A resize's bound on each of its waits (acknowledgements, removed replicas' exits):
+  // what has not come by then is failed, as a process that stopped answering.
+  asio::steady_timer resize_timer_{io_};
   std::unique_ptr<observe::http_endpoint> metrics_http_, dashboard_http_;
 
  public:
@@ -304,5 +347,6 @@ class coordinator final : public rpc::connection_sink {
 #include "coordinator/control.hpp"
 #include "coordinator/observe.hpp"
 #include "coordinator/processes.hpp"
+#include "coordinator/resize.hpp"
 #include "coordinator/stop.hpp"
 #endif

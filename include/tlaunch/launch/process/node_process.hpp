@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -161,6 +162,15 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     return 2;
   }
 
+  // ctx.resize's requests waiting for the coordinator's reply, by id. When the process
+  // stops first, they are refused.
+  std::mutex resize_mu;
+  std::map<std::uint64_t, std::function<void(std::string)>> resizes;
+  std::uint64_t resize_ids = 0;
+
+  // A resize that removes this process's replica: its wait for the calls being served.
+  std::thread retirer;
+
   // This process's lifecycle; `mu` guards its changes for `cv`, and run_over.
   lifecycle life;
   std::mutex mu;
@@ -184,6 +194,12 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
     rt.stop_instances();
     cv.notify_all();
+    std::map<std::uint64_t, std::function<void(std::string)>> refused;
+    {
+      std::lock_guard lk(resize_mu);
+      refused.swap(resizes);
+    }
+    for (auto& [id, done] : refused) done("the program is stopping");
     // A body that ignores cancellation does not keep the process alive.
     std::thread([g = o.grace] {
       std::this_thread::sleep_for(g + std::chrono::seconds(2));
@@ -212,9 +228,12 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
                    std::span<const char> payload) {
     if (h.type == wire::kind::directory) {
       if (c != coord) return;  // the same directory, sent to each instance's connection
+      // Every instance's address, each node's running count, the membership epoch.
       std::vector<std::string> addrs;
+      std::vector<std::uint32_t> counts;
+      std::uint64_t epoch = 0;
       try {
-        wire::deserialize_from(payload, addrs);
+        wire::deserialize_from(payload, addrs, counts, epoch);
       } catch (const std::exception& e) {
         rt.log(std::string("bad directory from the coordinator: ") + e.what());
         return begin_stop("bad directory");
@@ -223,14 +242,40 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       {
         std::lock_guard lk(mu);
         if (life.stopping()) return;
-        // A later directory says where a restarted instance now is.
+        // A later directory says where a restarted instance now is, or a resize's change.
         update = runs_started;
         runs_started = true;
       }
-      if (update) return rt.update_directory(std::move(addrs));
-      rt.set_directory(std::move(addrs));
-      rt.start_runs();
-      if (auto* s = rt.snapshots()) s->start();
+      // New replicas' addresses before the counts that make them members; a removed
+      // replica's address goes in a later directory, once it stopped.
+      if (update) {
+        rt.update_directory(std::move(addrs));
+        rt.update_membership(counts, epoch);
+      } else {
+        rt.set_directory(std::move(addrs));
+        rt.update_membership(counts, epoch);
+        rt.start_runs();
+        if (auto* s = rt.snapshots()) s->start();
+      }
+      detail::send_control(*coord, wire::kind::membership_ack, epoch);
+    } else if (h.type == wire::kind::resize_reply) {
+      if (!from_coordinator(c)) return;
+      std::uint64_t id = 0;
+      std::string refused;
+      try {
+        wire::deserialize_from(payload, id, refused);
+      } catch (const std::exception&) {
+        return;
+      }
+      std::function<void(std::string)> done;
+      {
+        std::lock_guard lk(resize_mu);
+        if (auto it = resizes.find(id); it != resizes.end()) {
+          done = std::move(it->second);
+          resizes.erase(it);
+        }
+      }
+      if (done) done(std::move(refused));
     } else if (h.type == wire::kind::metrics_request) {
       // The launcher gathers its --metrics: this process's counts, on the connection asked.
       if (!from_coordinator(c)) return;
@@ -255,13 +300,32 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
       // this process before any of its connections closes: their calls to it that fail
       // from now on were ended by the stop (tlaunch::stopping), even when their own stop
       // message comes later.
+      // 2: a resize removes this process's replica, as of membership epoch `epoch`.
       std::uint8_t program = 0;
+      std::uint64_t epoch = 0;
       try {
-        wire::deserialize_from(payload, program);
+        if (payload.size() > 1)
+          wire::deserialize_from(payload, program, epoch);
+        else
+          wire::deserialize_from(payload, program);
       } catch (const std::exception&) {
         program = 0;
       }
       if (program == 1) rt.announce_stop();
+      if (program == 2) {
+        // It finishes the calls it is serving first (off the io threads: it waits for them).
+        // Under `mu`: the thread's begin_stop, and so the final join, come after this.
+        std::lock_guard lk(mu);
+        if (retirer.joinable()) return;  // the same stop, again
+        retirer = std::thread([&rt, &begin_stop, epoch, grace = o.grace] {
+          const std::string missing = rt.retire(epoch, grace / 2);
+          if (!missing.empty())
+            rt.log("removed by a resize; after " + std::to_string((grace / 2).count()) +
+                   " ms, still " + missing + "; stopping now");
+          begin_stop("removed by a resize");
+        });
+        return;
+      }
       {
         std::lock_guard lk(mu);
         coordinator_spoke = true;
@@ -288,6 +352,15 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     }
   };
   rt.stop_program = [&] { detail::send_control(*coord, wire::kind::stop_request); };
+  rt.resize = [&](const std::string& node, std::uint32_t n, std::function<void(std::string)> done) {
+    std::uint64_t id;
+    {
+      std::lock_guard lk(resize_mu);
+      id = ++resize_ids;
+      resizes.emplace(id, std::move(done));
+    }
+    detail::send_control(*coord, wire::kind::resize_request, id, node, n);
+  };
   rt.run_finished = [&](rpc::instance& i, std::exception_ptr e) {
     // A run() that ends once this process is stopping was ended by the stop. So is one
     // that ends with a call error once a peer said the program is stopping (a call to it
@@ -419,6 +492,7 @@ TLAUNCH_DECL int run_node_process(const tlaunch::detail::program_view& p,
     std::lock_guard lk(stdin_relay->mu);
     stdin_relay->f = nullptr;
   }
+  if (retirer.joinable()) retirer.join();
   rt.shutdown();
   return code;
 }

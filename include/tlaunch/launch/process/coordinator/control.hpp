@@ -34,9 +34,11 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes
   cfg_ = rpc::make_connection_config(connection_settings_of(o), secret_, "launcher",
                                      rpc::instance_count(nodes_));
   const auto held = detail::coordinator_test_access::held();
-  for (auto& n : nodes_)
+  for (auto& n : nodes_) {
+    running_.push_back(n.elastic ? n.initial : n.replicas);
     for (std::uint32_t r = 0; r < n.replicas; ++r) {
       slots_.push_back({});
+      slots_.back().dormant = n.elastic && r >= n.initial;
       slots_.back().budget =
           restart_budget(n.restart.max_restarts, n.restart.window, n.restart.backoff);
       slots_.back().id = std::string(n.name) + "/" + std::to_string(r);
@@ -44,8 +46,9 @@ TLAUNCH_DECL coordinator::coordinator(std::vector<tlaunch::rpc::node_info> nodes
       slots_.back().members = {slots_.back().leader};
       slots_.back().has_run = n.has_run;
       slots_.back().held = std::find(held.begin(), held.end(), slots_.back().id) != held.end();
-      if (n.has_run) ++runs_left_;
+      if (n.has_run && !slots_.back().dormant) ++runs_left_;
     }
+  }
 }
 
 TLAUNCH_DECL void coordinator::use_secret(std::vector<std::uint8_t> secret) {
@@ -119,6 +122,27 @@ TLAUNCH_DECL void coordinator::on_control(const std::shared_ptr<rpc::connection>
       asio::post(io_, [this, c, b] { on_trace_spans(c, *b); });
       return;
     }
+    if (h.type == wire::kind::membership_ack) {
+      std::uint64_t epoch = 0;
+      wire::deserialize_from(payload, epoch);
+      asio::post(io_, [this, c, epoch] {
+        for (auto& x : slots_)
+          if (x.conn == c) {
+            auto& leader = slots_[x.leader];
+            leader.acked = std::max(leader.acked, epoch);
+          }
+        advance_resize();
+      });
+      return;
+    }
+    if (h.type == wire::kind::resize_request) {
+      std::uint64_t id = 0;
+      std::string node;
+      std::uint32_t n = 0;
+      wire::deserialize_from(payload, id, node, n);
+      asio::post(io_, [this, c, id, node, n] { on_resize_request(c, id, node, n); });
+      return;
+    }
     if (h.type == wire::kind::node_failed) {
       wire::deserialize_from(payload, text, f);
       if (f > static_cast<std::uint8_t>(fault::grace_overrun))
@@ -148,7 +172,7 @@ TLAUNCH_DECL void coordinator::on_closed(const std::shared_ptr<rpc::connection>&
           for (std::uint32_t m : leader.members) open = open || slots_[m].conn != nullptr;
           if (!open) judge_held_exit(s.leader, leader.gen);
         }
-        if (life_.stopping() || s.exited || s.replacing) continue;
+        if (life_.stopping() || s.exited || s.replacing || slots_[s.leader].retiring) continue;
         // A process that dies closes its connection before its exit status is
         // known; wait a moment for that status, which says why (signal, code).
         // One still running then (hung, cut off) is killed if it is restarted. A
@@ -204,14 +228,20 @@ TLAUNCH_DECL void coordinator::on_control_frame(const std::shared_ptr<rpc::conne
     if (auto& leader = slots_[slots_[flat].leader]; leader.proc && !leader.exited)
       leader.proc->registered(static_cast<long>(pid));
     if (life_.stopping()) return send_stop(slots_[flat]);
-    if (slots_[flat].gen > 0 && slots_[flat].leader == flat)  // a group: said once
+    if (slots_[flat].gen > 0 && slots_[flat].leader == flat &&
+        !std::exchange(slots_[flat].added, false))  // a group: said once
       out_.print("launcher", stream::err,
                  fmt::format("node {} restarted: registered {} ms after its process ended",
                              slots_[flat].where,
                              std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::steady_clock::now() - slots_[flat].ended_at)
                                  .count()));
-    if (++registered_ == slots_.size()) send_directory();
+    ++registered_;
+    // A replica a resize adds: the resize sends the directory once all of its are in.
+    if (!resizes_.empty() && resizes_.front().at == resize_op::stage::growing)
+      advance_resize();
+    else if (registered_ == active_slots())
+      send_directory();
     return;
   }
   if (!s) return;
@@ -244,18 +274,16 @@ TLAUNCH_DECL void coordinator::send_directory() {
   directory_sent_ = true;
   start_timer_.cancel();
   send_addresses();
-  if (runs_left_ == 0 && std::none_of(slots_.begin(), slots_.end(),
-                                      [](const slot& s) { return s.has_run; })) {
-    // Only services: the program runs until stopped.
-  }
+  advance_resize();  // one asked for before the program had started
 }
 
 TLAUNCH_DECL void coordinator::send_addresses() {
   std::vector<std::string> addrs;
   for (auto& s : slots_) addrs.push_back(s.address);
+  ++epoch_;
   for (auto& s : slots_) {
     wire::frame_buffer f;
-    wire::serialize_into(f, addrs);
+    wire::serialize_into(f, addrs, running_, epoch_);
     f.seal({.type = wire::kind::directory});
     if (s.conn) s.conn->send(std::move(f));
   }

@@ -21,6 +21,19 @@ TLAUNCH_DECL coordinator::~coordinator() {
   if (!opt_.dashboard.empty()) out_.observe(nullptr);
 }
 
+TLAUNCH_DECL std::string coordinator::derived_endpoint_token() {
+  if (endpoint_token_.empty()) {
+    endpoint_token_ = opt_.endpoint_token;
+    if (endpoint_token_.empty()) {
+      static constexpr std::string_view label = "tlaunch endpoint token";
+      auto mac = tlaunch::detail::hmac_sha256(
+          secret_, {reinterpret_cast<const std::uint8_t*>(label.data()), label.size()});
+      endpoint_token_ = tlaunch::detail::to_hex(std::span<const std::uint8_t>(mac.data(), 16));
+    }
+  }
+  return endpoint_token_;
+}
+
 TLAUNCH_DECL std::unique_ptr<observe::http_endpoint> coordinator::open_endpoint(
     const std::string& flag, const std::string& address,
     std::function<observe::http_response(std::string_view)> handler) {
@@ -30,18 +43,7 @@ TLAUNCH_DECL std::unique_ptr<observe::http_endpoint> coordinator::open_endpoint(
   // Off loopback a client needs the token: the one given, or one derived from the launch
   // secret (the same for both endpoints and every request of this launch), printed here.
   std::string token;
-  if (!ep->address().is_loopback()) {
-    if (endpoint_token_.empty()) {
-      endpoint_token_ = opt_.endpoint_token;
-      if (endpoint_token_.empty()) {
-        static constexpr std::string_view label = "tlaunch endpoint token";
-        auto mac = tlaunch::detail::hmac_sha256(
-            secret_, {reinterpret_cast<const std::uint8_t*>(label.data()), label.size()});
-        endpoint_token_ = tlaunch::detail::to_hex(std::span<const std::uint8_t>(mac.data(), 16));
-      }
-    }
-    token = endpoint_token_;
-  }
+  if (!ep->address().is_loopback()) token = derived_endpoint_token();
   std::unique_ptr<observe::http_endpoint> e;
   try {
     e = std::make_unique<observe::http_endpoint>(io_, *ep, token, std::move(handler));
@@ -77,6 +79,16 @@ TLAUNCH_DECL void coordinator::start_observing() {
             return {200, "application/json", dashboard_state()};
           return {404, "text/plain; charset=utf-8", "not found: " + std::string(path) + "\n"};
         });
+    if (std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.elastic; })) {
+      // A resize changes the program: it needs the token wherever the dashboard listens.
+      const std::string token = derived_endpoint_token();
+      dashboard_http_->serve_post(token, [this](std::string_view path, std::string_view query) {
+        return resize_by_post(path, query);
+      });
+      out_.print("launcher", stream::err,
+                 "dashboard resize: POST /api/resize?node=NAME&replicas=N with Authorization: "
+                 "Bearer " + token);
+    }
   }
   if (!opt_.metrics.empty())
     metrics_http_ = open_endpoint("--metrics", opt_.metrics,
@@ -219,18 +231,20 @@ TLAUNCH_DECL std::string coordinator::dashboard_state() const {
   json_list top('{');
   top.field("elapsed_seconds", elapsed);
   top.field("state", life_.stopping() ? "stopping" : directory_sent_ ? "running" : "starting");
-  top.field("instances", static_cast<std::uint64_t>(slots_.size()));
+  top.field("instances", static_cast<std::uint64_t>(active_slots()));
   json_list nodes('[');
-  for (const auto& n : nodes_)
-    nodes.raw(json_list('{')
-                  .field("name", std::string(n.name))
-                  .field("replicas", static_cast<std::uint64_t>(n.replicas))
-                  .done());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    json_list node('{');
+    node.field("name", std::string(nodes_[i].name))
+        .field("replicas", static_cast<std::uint64_t>(running_[i]));
+    if (nodes_[i].elastic) node.field("max_replicas", static_cast<std::uint64_t>(nodes_[i].replicas));
+    nodes.raw(node.done());
+  }
   top.field("nodes", std::string_view(nodes.done()));
   json_list processes('['), edges('[');
   for (std::uint32_t f = 0; f < slots_.size(); ++f) {
     const auto& s = slots_[f];
-    if (s.leader != f) continue;
+    if (s.leader != f || s.dormant) continue;
     std::string process;
     for (std::uint32_t m : s.members) process += (process.empty() ? "" : "+") + slots_[m].id;
     const char* state = s.exited                         ? "exited"

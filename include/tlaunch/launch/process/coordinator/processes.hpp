@@ -33,6 +33,7 @@ TLAUNCH_DECL int coordinator::run(const std::vector<placement>& places, const sp
   for (const auto& p : places) {
     auto& s = slots_[p.flat];
     if (s.leader != p.flat) continue;  // started with its group
+    if (s.dormant) continue;            // an elastic node's replica, started by a resize
     try {
       start_process(s);
     } catch (const std::exception& e) {
@@ -46,7 +47,7 @@ TLAUNCH_DECL int coordinator::run(const std::vector<placement>& places, const sp
     if (ec || directory_sent_ || life_.stopping()) return;
     std::string missing;
     for (auto& s : slots_)
-      if (s.address.empty()) missing += (missing.empty() ? "" : ", ") + s.where;
+      if (s.address.empty() && !s.dormant) missing += (missing.empty() ? "" : ", ") + s.where;
     fail("launcher",
          "these nodes did not register within " +
              std::to_string(opt_.start_timeout.count() / 1000.0) + " s: " + missing,
@@ -54,6 +55,11 @@ TLAUNCH_DECL int coordinator::run(const std::vector<placement>& places, const sp
   });
   if (alive_ == 0) finish_if_done();
   io_.run();  // one thread: every state change below happens here
+  while (!resizes_.empty()) {  // asked for as the program stopped
+    auto done = std::move(resizes_.front().done);
+    resizes_.pop_front();
+    if (done) done("resize: the program has stopped");
+  }
   for (auto& s : slots_) {
     s.proc.reset();
     s.lost_timer.reset();
@@ -248,6 +254,20 @@ TLAUNCH_DECL void coordinator::on_exit(std::uint32_t flat, std::uint32_t gen, co
   for (std::uint32_t m : s.members) slots_[m].exited = true;
   --alive_;
   release_held(s);
+  if (s.retiring) {
+    // Removed by a resize (coordinator/resize.hpp): not a failure, never restarted. Its
+    // run() body, if any, was ended by the removal.
+    if (!st.ok())
+      out_.print("launcher", stream::err,
+                 fmt::format("node {} ended while being removed: {}", s.where, st.describe()));
+    if (s.has_run && !s.done) {
+      s.done = true;
+      if (--runs_left_ == 0 && !life_.stopping()) begin_stop("every run() body finished");
+    }
+    if (terminal_) terminal_->line(s.where, "--- removed by a resize ---");
+    advance_resize();
+    return finish_if_done();
+  }
   bool counted = false;  // this exit is a failure of the program
   if (!life_.stopping()) {
     counted = true;
@@ -267,6 +287,7 @@ TLAUNCH_DECL void coordinator::on_exit(std::uint32_t flat, std::uint32_t gen, co
   }
   if (terminal_)
     terminal_->line(s.where, tmux_terminal::exit_line(st, life_.stopping() && !counted && !s.killed));
+  advance_resize();  // a resize waits for no process that ended
   finish_if_done();
 }
 

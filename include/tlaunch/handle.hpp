@@ -6,7 +6,8 @@
 //
 // Errors: tlaunch::remote_error (the method threw), tlaunch::unavailable (and its
 // tlaunch::stopping: the target stopped with the program), tlaunch::timeout
-// (call_options::timeout), tlaunch::cancelled.
+// (call_options::timeout), tlaunch::cancelled, tlaunch::removed (a resize removed the
+// target replica).
 #pragma once
 
 #include <asio/async_result.hpp>

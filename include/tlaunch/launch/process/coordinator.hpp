@@ -176,6 +176,9 @@ class coordinator final : public rpc::connection_sink {
     bool dormant = false, retiring = false;
     bool added = false;  // started by a resize, not registered yet
     std::uint64_t acked = 0;
+    // The epoch of the last directory sent to this process (0 since it registered): one
+    // that has not been sent a resize's directory is not waited for (it gets a later one).
+    std::uint64_t sent_epoch = 0;
   };
   // Elastic nodes (coordinator/resize.hpp): each node's running count, the directory's
   // epoch, and the resizes asked for, done one at a time.
@@ -334,6 +337,9 @@ class coordinator final : public rpc::connection_sink {
   // A resize's bound on each of its waits (acknowledgements, removed replicas' exits):
   // what has not come by then is failed, as a process that stopped answering.
   asio::steady_timer resize_timer_{io_};
+  // finish_if_done's wait for the connections of exited processes to be read to their end.
+  asio::steady_timer unread_timer_{io_};
+  std::optional<std::chrono::steady_clock::time_point> unread_until_;
   std::unique_ptr<observe::http_endpoint> metrics_http_, dashboard_http_;
 
  public:

@@ -161,6 +161,13 @@ TLAUNCH_DECL void coordinator::on_control(const std::shared_ptr<rpc::connection>
 
 TLAUNCH_DECL void coordinator::on_closed(const std::shared_ptr<rpc::connection>& c, const std::string& reason) {
   asio::post(io_, [this, c, reason] {
+    // The last close after every process exited ends the run (finish_if_done).
+    struct then_finish {
+      coordinator* self;
+      ~then_finish() {
+        if (self->life_.stopping() && self->alive_ == 0) self->finish_if_done();
+      }
+    } finish_after{this};
     for (auto& s : slots_)
       if (s.conn == c) {
         s.conn.reset();
@@ -223,6 +230,7 @@ TLAUNCH_DECL void coordinator::on_control_frame(const std::shared_ptr<rpc::conne
     }
     slots_[flat].conn = c;
     slots_[flat].address = address;
+    slots_[flat].sent_epoch = slots_[flat].acked = 0;  // a new process
     slots_[flat].pid = pid;
     if (trace_) probe_clock(slots_[flat]);
     if (auto& leader = slots_[slots_[flat].leader]; leader.proc && !leader.exited)
@@ -285,7 +293,9 @@ TLAUNCH_DECL void coordinator::send_addresses() {
     wire::frame_buffer f;
     wire::serialize_into(f, addrs, running_, epoch_);
     f.seal({.type = wire::kind::directory});
-    if (s.conn) s.conn->send(std::move(f));
+    if (!s.conn) continue;
+    s.conn->send(std::move(f));
+    s.sent_epoch = epoch_;
   }
 }
 

@@ -29,7 +29,7 @@ TLAUNCH_DECL bool coordinator::all_acked(std::uint64_t epoch) const {
   for (std::uint32_t f = 0; f < slots_.size(); ++f) {
     const slot& s = slots_[f];
     if (s.leader != f || s.dormant || s.exited || s.replacing || !s.conn) continue;
-    if (s.acked < epoch) return false;
+    if (s.sent_epoch >= epoch && s.acked < epoch) return false;
   }
   return true;
 }
@@ -139,7 +139,8 @@ TLAUNCH_DECL void coordinator::arm_resize_timer(std::uint64_t epoch) {
     }
     for (std::uint32_t f = 0; f < slots_.size(); ++f) {
       slot& s = slots_[f];
-      if (s.leader != f || s.dormant || s.exited || s.replacing || !s.conn || s.acked >= epoch)
+      if (s.leader != f || s.dormant || s.exited || s.replacing || !s.conn ||
+          s.sent_epoch < epoch || s.acked >= epoch)
         continue;
       failed(s, fmt::format("did not apply a resize of {} within {}", nodes_[r.node].name, waited),
              fault::error, /*kill=*/true);

@@ -93,6 +93,20 @@ TLAUNCH_DECL void coordinator::stop_all() {
 
 TLAUNCH_DECL void coordinator::finish_if_done() {
   if (!life_.stopping() || alive_ > 0) return;
+  // Every process has exited, but what one sent last (its last spans, a report) may still
+  // be unread on its connection, which it closed as it exited: read up to that close
+  // (on_closed comes here again), for at most a second.
+  const auto now = std::chrono::steady_clock::now();
+  if (!unread_until_) unread_until_ = now + std::chrono::seconds(1);
+  if (now < *unread_until_ &&
+      std::any_of(slots_.begin(), slots_.end(), [](const slot& s) { return s.conn != nullptr; })) {
+    unread_timer_.expires_at(*unread_until_);
+    unread_timer_.async_wait([this](std::error_code ec) {
+      if (!ec) finish_if_done();
+    });
+    return;
+  }
+  unread_timer_.cancel();
   stopped_after_ = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - life_.stop_began());
   grace_timer_.cancel();

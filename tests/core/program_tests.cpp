@@ -209,6 +209,25 @@ TEST_SUITE("program") {
     CHECK(text.find("thrower broke") != std::string::npos);
   }
 
+  TEST_CASE("a run() that throws while the other runs still start stops them all") {
+    // The thrower may stop the program before the sleepers' runs have started: each must
+    // still start and end with the stop, and run_local_mt return the failure.
+    constexpr auto p = tlaunch::program(tlaunch::node<"thrower", Thrower>(),
+                                        tlaunch::node<"sleeper", Sleeper>().replicas(64));
+    for (int round = 0; round < 10; ++round) {
+      CAPTURE(round);
+      tlaunch::launch::options o;
+      o.threads = 4;
+      std::FILE* sink = std::fopen("/dev/null", "w");
+      REQUIRE(sink);
+      {
+        tlaunch::launch::output_printer out(tlaunch::launch::color_mode::never, {}, sink, sink);
+        CHECK(tlaunch::launch::run_local_mt(tlaunch::launch::plan_launch(p, o), out) == 1);
+      }
+      std::fclose(sink);
+    }
+  }
+
   TEST_CASE("ctx.spawn gives an in-process actor called directly") {
     struct Spawner {
       asio::awaitable<void> run(tlaunch::context& ctx) {

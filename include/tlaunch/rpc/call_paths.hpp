@@ -284,8 +284,15 @@ TLAUNCH_DECL void spawn_run(runtime& rt, instance& i, asio::awaitable<void> body
   asio::any_io_executor ex = any_executor_of(i.strand);
   if (rt.traces()) [[unlikely]]
     ex = detail::traced_executor(std::move(ex), {0, 0, i.flat_id, false});
-  spawn_coroutine(ex, std::move(body), i.run_cancel.slot(),
-                  std::make_unique<detail::run_end>(rt, i));
+  // Started on the node's strand, where stop_instances emits run_cancel: co_spawn reads the
+  // slot's state as it starts the coroutine, and a stop emitted from another thread at that
+  // moment would throw operation_aborted out of co_spawn into this caller. A program already
+  // stopping when the run starts cancels it at once (the stop's own emit found no run).
+  asio::post(i.strand, [&rt, &i, ex = std::move(ex), body = std::move(body)]() mutable {
+    spawn_coroutine(ex, std::move(body), i.run_cancel.slot(),
+                    std::make_unique<detail::run_end>(rt, i));
+    if (rt.stop_requested()) i.run_cancel.emit(asio::cancellation_type::terminal);
+  });
 }
 
 TLAUNCH_DECL asio::any_io_executor any_executor_of(const strand_type& s) {

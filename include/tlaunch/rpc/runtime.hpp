@@ -885,6 +885,11 @@ TLAUNCH_DECL runtime::membership_guard::~membership_guard() {
 
 TLAUNCH_DECL void runtime::update_membership(const std::vector<std::uint32_t>& counts,
                                              std::uint64_t epoch) {
+  // Without an elastic node the counts never change and no replica retires: no fences.
+  if (!elastic_) {
+    epoch_.store(epoch, std::memory_order_release);
+    return;
+  }
   {
     std::unique_lock lk(membership_mu_);
     for (std::size_t i = 0; i < nodes_.size() && i < counts.size(); ++i)

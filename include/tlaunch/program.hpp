@@ -429,7 +429,7 @@ void host_node(rpc::runtime& rt, const Spec& spec, std::uint32_t flat) {
         [&](const auto&... a) { return construct<T>(map_arg<Spec, Program>(rt, a)...); },
         spec.args);
     inst.object = std::shared_ptr<void>(obj, [](void* p) { delete static_cast<T*>(p); });
-    inst.methods = rpc::dispatch_table<T>::get();
+    rt.serve_methods(inst, rpc::dispatch_table<T>::get());
     inst.state = state_ops_of<T>();
     inst.run_context = context_access::make(rt, inst);
     // A node type that reports its own state (the data store) gets its node's metrics.

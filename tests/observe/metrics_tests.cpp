@@ -7,6 +7,7 @@
 #include <tlaunch/launch/observe/http_endpoint.hpp>
 #include <tlaunch/launch/observe/prometheus.hpp>
 #include <tlaunch/rpc/metrics.hpp>
+#include <tlaunch/rpc/read_batch.hpp>
 #include <tlaunch/wire/codec.hpp>
 
 #include <asio/executor_work_guard.hpp>
@@ -60,7 +61,7 @@ TEST_CASE("latency buckets: bucket k holds durations under 2^k microseconds") {
   CHECK(rpc::latency_bucket(std::int64_t{1} << 62) == rpc::latency_buckets - 1);
 }
 
-TEST_CASE("a connection's counts reach the sample, and stay there after it closes") {
+TEST_CASE("a connection's counts and the served methods' reach the sample, and stay there after it closes") {
   rpc::metrics_registry reg;
   auto link = reg.open_link();
   rpc::call_stats* add = link->calls_to(3, 77, "PS::add");
@@ -75,9 +76,31 @@ TEST_CASE("a connection's counts reach the sample, and stay there after it close
   rpc::link_metrics::ended(*add, rpc::call_outcome::reply, 0, 3'000'000, 48);   // 3 ms
   rpc::link_metrics::ended(*add, rpc::call_outcome::remote_error, 0, 10'000, 60);
   rpc::link_metrics::ended(*add, rpc::call_outcome::unavailable, 0, 0, 0);
-  link->served(2, 9, 100);
-  link->served(2, 9, 100);
-  link->served(2, 10, 1);
+  // Served: the blocks of instance 2's methods 9 and 10, as the runtime counts into them
+  // (from this thread, which is none of a runtime's io threads: the shared shard).
+  rpc::served_stats* m9 = reg.served(2, 9);
+  CHECK(reg.served(2, 9) == m9);  // one block per instance and method
+  for (int i = 0; i < 3; ++i)
+    m9->update([](rpc::served_shard& sh) {
+      sh.calls.add(1);
+      sh.bytes_in.add(100);
+    });
+  rpc::deferred_writes::count_served_end({1, m9, rpc::metrics_now() - 2'000'000},
+                                         rpc::call_outcome::reply, 24);
+  {
+    // In a scope (a read's, a batch's), an end is counted as the scope's replies leave.
+    rpc::deferred_writes::scope replies;
+    rpc::deferred_writes::count_served_end({2, m9, rpc::metrics_now()},
+                                           rpc::call_outcome::remote_error, 70);
+    rpc::metrics_sample during;
+    reg.sample_into(during, [](std::uint32_t) { return std::string(); },
+                    [](std::uint32_t, std::uint64_t) { return std::string(); });
+    CHECK(during.served[0].in_flight() == 2);
+  }
+  reg.served(2, 10)->update([](rpc::served_shard& sh) {
+    sh.calls.add(1);
+    sh.refused.add(1);  // arguments that did not deserialize
+  });
   reg.user("worker/0", "rounds", true).add(7);
   reg.user("worker/0", "loss", false).set(0.25);
 
@@ -99,10 +122,21 @@ TEST_CASE("a connection's counts reach the sample, and stay there after it close
     CHECK(c.latency[rpc::latency_bucket(3'000'000)] == 1);
     CHECK(c.latency_ns == 50'000 + 3'000'000 + 10'000);
     REQUIRE(s.served.size() == 2);
-    CHECK(s.served[0].instance == "node/2");
-    CHECK(s.served[0].method == "M9");
-    CHECK(s.served[0].calls == 2);
-    CHECK(s.served[0].bytes_in == 200);
+    const rpc::served_sample& v = s.served[0];
+    CHECK(v.instance == "node/2");
+    CHECK(v.method == "M9");
+    CHECK(v.calls == 3);
+    CHECK(v.bytes_in == 300);
+    CHECK(v.bytes_out == 24 + 70);
+    REQUIRE(v.ended.size() == 4);  // reply, remote_error, timeout, bad_call
+    CHECK(v.ended[static_cast<std::size_t>(rpc::call_outcome::reply)] == 1);
+    CHECK(v.ended[static_cast<std::size_t>(rpc::call_outcome::remote_error)] == 1);
+    CHECK(v.in_flight() == 1);
+    REQUIRE(v.duration.size() == rpc::latency_buckets);
+    CHECK(v.duration[rpc::latency_bucket(2'000'000)] == 1);  // about 2 ms
+    CHECK(v.duration_ns >= 2'000'000);
+    CHECK(s.served[1].ended[static_cast<std::size_t>(rpc::call_outcome::bad_call)] == 1);
+    CHECK(s.served[1].in_flight() == 0);
     REQUIRE(s.user.size() == 2);
   };
   rpc::metrics_sample live;
@@ -182,7 +216,18 @@ TEST_CASE("the Prometheus text: families once, labels escaped, histograms cumula
   c.latency[5] = 1;  // under 32 us
   c.latency_ns = 20'000;
   s.calls.push_back(c);
-  s.served.push_back({"worker/1", "Worker::poke", 9, 90});
+  rpc::served_sample poke;
+  poke.instance = "worker/1";
+  poke.method = "Worker::poke";
+  poke.calls = 9;
+  poke.bytes_in = 90;
+  poke.bytes_out = 40;
+  poke.ended = {5, 2, 1, 0};  // 1 in flight
+  poke.duration.assign(rpc::latency_buckets, 0);
+  poke.duration[3] = 4;   // under 8 us
+  poke.duration[10] = 4;  // under 1,024 us
+  poke.duration_ns = 2'000'000;
+  s.served.push_back(poke);
   s.user.push_back({"worker/1", "episodes done", true, 12});
   s.user.push_back({"worker/1", "loss", false, 0.5});
   // Names that would collide once made metric names: the first is kept, the page stays valid.
@@ -214,8 +259,23 @@ TEST_CASE("the Prometheus text: families once, labels escaped, histograms cumula
                        "replica=\"1\",host=\"host\\\"a\\nb\"}") == 2);
   CHECK(value_of(text, "tlaunch_process_up{process=\"ps/0\",node=\"ps\",replica=\"0\","
                        "host=\"\"}") == 0);
-  CHECK(value_of(text, "tlaunch_served_calls_total{process=\"worker/1\",node=\"worker\","
-                       "replica=\"1\",host=\"host\\\"a\\nb\",method=\"Worker::poke\"}") == 9);
+  const std::string poked =
+      "process=\"worker/1\",node=\"worker\",replica=\"1\",host=\"host\\\"a\\nb\","
+      "method=\"Worker::poke\"";
+  CHECK(value_of(text, "tlaunch_served_calls_total{" + poked + "}") == 9);
+  CHECK(value_of(text, "tlaunch_served_in_flight{" + poked + "}") == 1);
+  CHECK(value_of(text, "tlaunch_served_errors_total{" + poked + ",kind=\"remote_error\"}") == 2);
+  CHECK(value_of(text, "tlaunch_served_errors_total{" + poked + ",kind=\"timeout\"}") == 1);
+  CHECK(value_of(text, "tlaunch_served_errors_total{" + poked + ",kind=\"bad_call\"}") == 0);
+  // Only a served call's kinds: nobody abandons or loses a call it serves.
+  CHECK(text.find("tlaunch_served_errors_total{" + poked + ",kind=\"abandoned\"}") ==
+        std::string::npos);
+  CHECK(value_of(text, "tlaunch_served_sent_bytes_total{" + poked + "}") == 40);
+  CHECK(value_of(text, "tlaunch_served_duration_seconds_bucket{" + poked + ",le=\"8e-06\"}") == 4);
+  CHECK(value_of(text, "tlaunch_served_duration_seconds_bucket{" + poked + ",le=\"+Inf\"}") == 8);
+  CHECK(value_of(text, "tlaunch_served_duration_seconds_count{" + poked + "}") == 8);
+  CHECK(value_of(text, "tlaunch_served_duration_seconds_sum{" + poked + "}") ==
+        doctest::Approx(2e-3));
   CHECK(text.find("tlaunch_user_episodes_done_total{") != std::string::npos);
   CHECK(text.find("# TYPE tlaunch_user_loss gauge\n") != std::string::npos);
   CHECK(value_of(text, "tlaunch_launcher_instances") == 3);

@@ -169,6 +169,26 @@ TEST_CASE("local_mp --metrics: every edge's calls, errors and latency, the serve
   CHECK(value_of(text, "tlaunch_call_duration_seconds_count{" + w0 +
                            ",peer=\"ps/0\",method=\"ParamServer::add\"}") > 0);
   CHECK(value_of(text, served_add) > 40);
+  // The served side of the same calls: ParamServer::fail's errors as its process answered
+  // them, add's time from arrival to reply, the replies' bytes, none left unanswered for long.
+  const std::string ps0 = "process=\"ps/0\",node=\"ps\",replica=\"0\",host=\"\"";
+  const std::string served_fail = ps0 + ",method=\"ParamServer::fail\"";
+  const std::string served_add_labels = ps0 + ",method=\"ParamServer::add\"";
+  CHECK(value_of(text, "tlaunch_served_errors_total{" + served_fail + ",kind=\"remote_error\"}") >
+        0);
+  CHECK(value_of(text, "tlaunch_served_errors_total{" + served_add_labels +
+                           ",kind=\"remote_error\"}") == 0);
+  const double served_replies =
+      value_of(text, "tlaunch_served_duration_seconds_count{" + served_add_labels + "}");
+  CHECK(served_replies > 0);
+  CHECK(value_of(text, "tlaunch_served_duration_seconds_bucket{" + served_add_labels +
+                           ",le=\"+Inf\"}") == served_replies);
+  CHECK(value_of(text, "tlaunch_served_duration_seconds_sum{" + served_add_labels + "}") > 0);
+  CHECK(value_of(text, "tlaunch_served_sent_bytes_total{" + served_add_labels + "}") >=
+        served_replies * 32);  // each reply has a 32-byte header at least
+  const double in_flight = value_of(text, "tlaunch_served_in_flight{" + served_add_labels + "}");
+  CHECK(in_flight >= 0);
+  CHECK(in_flight <= 2);  // one call a worker at a time
   CHECK(value_of(text, "tlaunch_user_rounds_total{" + w0 + "}") > 0);
   CHECK(value_of(text, "tlaunch_user_last_total{" + w0 + "}") > 0);
   CHECK(value_of(text, "tlaunch_user_add_seconds_bucket{" + w0 + ",le=\"+Inf\"}") ==

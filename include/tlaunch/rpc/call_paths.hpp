@@ -171,7 +171,7 @@ TLAUNCH_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
 // or by the caller's deadline) and, when the call has a deadline, its timer.
 struct served_run {
   std::shared_ptr<connection> conn;
-  std::uint64_t id;
+  served_call call;
   std::shared_ptr<asio::cancellation_signal> sig;
   std::shared_ptr<asio::steady_timer> deadline;
   // With --trace, the call's served span (rpc/trace.hpp; trace_id 0: not in a trace).
@@ -187,7 +187,7 @@ struct served_run {
 // Registers call `h.call_id` of `c` as running (a cancel frame emits its signal on
 // `inst`'s strand) and arms its deadline (h.aux milliseconds, when not 0).
 TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
-                                                        const wire::frame_header& h);
+                                         const wire::frame_header& h, const served_call& call);
 
 // The executor a served coroutine method runs on: the instance's strand, and, with
 // --trace, one that makes the call's span (or, when it is not in a trace, the mark that a
@@ -480,18 +480,18 @@ TLAUNCH_DECL void park_call(rpc::runtime& rt, std::uint32_t flat,
 }
 
 TLAUNCH_DECL bool served_run::finished() const {
-  conn->unregister_running(id);
+  conn->unregister_running(call.id);
   if (!deadline) return false;
   deadline->cancel();
   return deadline->expiry() <= asio::steady_timer::clock_type::now();
 }
 
 TLAUNCH_DECL served_run start_served_run(instance& inst, connection& c,
-                                                        const wire::frame_header& h) {
+                                         const wire::frame_header& h, const served_call& call) {
   // A traced call is served under its span (runtime::on_call).
-  served_run run{c.shared_from_this(), h.call_id, std::make_shared<asio::cancellation_signal>(),
+  served_run run{c.shared_from_this(), call, std::make_shared<asio::cancellation_signal>(),
                  nullptr, current_trace};
-  run.conn->register_running(run.id, [sig = run.sig, strand = inst.strand] {
+  run.conn->register_running(h.call_id, [sig = run.sig, strand = inst.strand] {
     post_batched(strand, [sig] { sig->emit(asio::cancellation_type::terminal); });
   });
   if (h.aux > 0) {

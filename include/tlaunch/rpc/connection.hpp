@@ -154,6 +154,8 @@ class connection : public std::enable_shared_from_this<connection> {
   // Our address on this connection, as the peer sees it.
   std::string local_ip() const;
   bool closed() const { return closed_seen_.load(std::memory_order_acquire); }
+  // When the frames being handled were read (metrics_now()); on the reader only.
+  std::int64_t read_at() const { return read_at_; }
   // Closed by the heartbeat (the peer sent nothing for silent_intervals), by the liveness
   // check (its host acknowledged nothing for liveness_intervals) or by the kernel
   // (ETIMEDOUT: keepalive probes or, with heartbeats, TCP_USER_TIMEOUT): the peer is
@@ -507,6 +509,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // Reads so far (reader), and what the heartbeat ticks saw of them (ticks only).
   std::atomic<std::uint64_t> reads_{0};
   std::uint64_t reads_at_tick_ = 0;
+  std::int64_t read_at_ = 0;  // reader only (read_at())
   int silent_ticks_ = 0;
   std::atomic<bool> closed_seen_{false};  // closed_, readable without the lock
   std::atomic<bool> went_silent_{false};

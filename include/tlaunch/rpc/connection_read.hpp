@@ -101,6 +101,7 @@ TLAUNCH_DECL bool connection::handle_read(std::error_code ec, std::size_t n) {
     read_stopped(why);
     return false;
   }
+  read_at_ = metrics_now();  // the served calls' arrival (rpc/metrics.hpp)
   if (tls_) [[unlikely]]
     return handle_tls_read(n);
   return handle_plain(n);
@@ -140,7 +141,6 @@ TLAUNCH_DECL bool connection::handle_plain(std::size_t n) {
         }
         if (f.header.type == wire::kind::call) {  // the common frame: straight to the sink
           if (replies.count) complete_replies(replies);
-          if (metrics_) metrics_->served(f.header.target, f.header.method, wire::header_size + f.header.size);
           sink_->on_call(*this, f.header, f.payload);
           continue;
         }
@@ -243,7 +243,6 @@ TLAUNCH_DECL bool connection::handle_frame(const wire::frame_header& h,
   if (!handshake_.ready()) return handle_handshake(h, payload);
   switch (h.type) {
     case wire::kind::call:
-      if (metrics_) metrics_->served(h.target, h.method, wire::header_size + h.size);
       sink_->on_call(*this, h, payload);
       return true;
     case wire::kind::reply:

@@ -28,37 +28,41 @@ namespace tlaunch::rpc {
 namespace detail {
 
 // A coroutine method failed; past the caller's deadline that is a timeout.
-inline void reply_failure(connection& c, std::uint64_t call_id, std::exception_ptr e,
+inline void reply_failure(connection& c, const served_call& call, std::exception_ptr e,
                           bool deadline_passed) {
   if (deadline_passed)
-    reply_error(c, call_id, wire::error_code::deadline_exceeded,
+    reply_error(c, call, wire::error_code::deadline_exceeded,
                 "deadline exceeded: " + exception_message(e));
   else
-    reply_error(c, call_id, wire::error_code::remote_exception, exception_message(e));
+    reply_error(c, call, wire::error_code::remote_exception, exception_message(e));
 }
 
+// The method's result, counted as the call's end; on the instance's strand.
 template <class R>
-void send_result(connection& c, std::uint64_t call_id, const R* r) {
-  const wire::frame_header h{.type = wire::kind::reply, .call_id = call_id};
+void send_result(connection& c, const served_call& call, const R* r) {
+  const wire::frame_header h{.type = wire::kind::reply, .call_id = call.id};
   if constexpr (std::is_void_v<R>) {
     auto f = wire::make_small_frame();
+    deferred_writes::count_served_end(call, call_outcome::reply, f.span().size());
     rpc::send_reply(c, f.span(), h);
   } else if constexpr (wire::small_frame_values<R>) {
     auto f = wire::make_small_frame(*r);
+    deferred_writes::count_served_end(call, call_outcome::reply, f.span().size());
     rpc::send_reply(c, f.span(), h);
   } else {
     wire::frame_buffer f;
     wire::serialize_into(f, *r);
     f.seal(h);
+    deferred_writes::count_served_end(call, call_outcome::reply, f.bytes().size());
     rpc::send(c, std::move(f));
   }
 }
 
 // Reads a call's arguments into args; when they do not deserialize, replies
-// bad_arguments naming the method and returns false.
+// bad_arguments naming the method (counted as refused) and returns false.
 template <class Args>
 bool decode_arguments(connection& c, const wire::frame_header& h, std::span<const char> payload,
-                      Args& args, std::string_view method) {
+                      Args& args, std::string_view method, const served_call& call) {
   try {
     std::apply(
         [&](auto&... a) {
@@ -67,6 +71,7 @@ bool decode_arguments(connection& c, const wire::frame_header& h, std::span<cons
         args);
     return true;
   } catch (const std::exception& e) {
+    if (call.stats) call.stats->update([](served_shard& s) { s.refused.add(1); });
     reply_error(c, h.call_id, wire::error_code::bad_arguments,
                 std::string("arguments of ") + std::string(method) +
                     " did not deserialize: " + e.what());
@@ -81,11 +86,11 @@ struct served_end final : spawned {
   void complete(std::exception_ptr e) override {
     bool expired = run.finished();
     if (e)
-      reply_failure(*run.conn, run.id, e, expired);
+      reply_failure(*run.conn, run.call, e, expired);
     else if constexpr (std::is_void_v<R>)
-      send_result<void>(*run.conn, run.id, nullptr);
+      send_result<void>(*run.conn, run.call, nullptr);
     else
-      send_result<R>(*run.conn, run.id, &result);
+      send_result<R>(*run.conn, run.call, &result);
   }
   served_run run;
   result_holder<R> result{};
@@ -95,18 +100,18 @@ struct served_end final : spawned {
 // the connection it came from.
 template <class R>
 struct remote_batch_completion final : batch_completion<R> {
-  remote_batch_completion(std::shared_ptr<connection> c, std::uint64_t id)
-      : conn(std::move(c)), call_id(id) {}
+  remote_batch_completion(std::shared_ptr<connection> c, const served_call& sc)
+      : conn(std::move(c)), call(sc) {}
   void succeed(R&& r) override {
-    rpc::unregister_running(*conn, call_id);
-    send_result<R>(*conn, call_id, &r);
+    rpc::unregister_running(*conn, call.id);
+    send_result<R>(*conn, call, &r);
   }
   void fail(wire::error_code code, const std::string& message) override {
-    rpc::unregister_running(*conn, call_id);
-    reply_error(*conn, call_id, code, message);
+    rpc::unregister_running(*conn, call.id);
+    reply_error(*conn, call, code, message);
   }
   std::shared_ptr<connection> conn;
-  std::uint64_t call_id;
+  served_call call;
 };
 
 }  // namespace detail
@@ -115,27 +120,27 @@ struct remote_batch_completion final : batch_completion<R> {
 // written once per result and argument types, whatever the method.
 template <class Ops>
 void serve(const void* ops, instance& inst, connection& c, const wire::frame_header& h,
-           std::span<const char> payload) {
+           std::span<const char> payload, const served_call& call) {
   using R = typename Ops::result;
   using Args = typename Ops::args;
   const Ops& m = *static_cast<const Ops*>(ops);
   Args args;
-  if (!detail::decode_arguments(c, h, payload, args, m.name)) return;
+  if (!detail::decode_arguments(c, h, payload, args, m.name, call)) return;
   const std::uint64_t id = h.call_id;
   if constexpr (Ops::kind == method_kind::plain) {
     // A raw pointer: instances outlive every handler (the runtime joins its
     // threads before it destroys them).
-    auto run = [invoke = m.invoke, obj = inst.object.get(), id,
+    auto run = [invoke = m.invoke, obj = inst.object.get(), call,
                 args = std::move(args)](connection& conn) mutable {
       try {
         result_holder<R> r{};
         invoke(obj, args, r);
         if constexpr (std::is_void_v<R>)
-          detail::send_result<void>(conn, id, nullptr);
+          detail::send_result<void>(conn, call, nullptr);
         else
-          detail::send_result<R>(conn, id, &r);
+          detail::send_result<R>(conn, call, &r);
       } catch (...) {
-        reply_error(conn, id, wire::error_code::remote_exception,
+        reply_error(conn, call, wire::error_code::remote_exception,
                     detail::exception_message(std::current_exception()));
       }
     };
@@ -149,7 +154,7 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
   } else if constexpr (Ops::kind == method_kind::coroutine) {
     // A coroutine method can be cancelled: by the caller's cancel frame, or when
     // the caller's deadline (h.aux, in ms) passes (call_paths.hpp, served_run).
-    auto end = std::make_unique<detail::served_end<R>>(start_served_run(inst, c, h));
+    auto end = std::make_unique<detail::served_end<R>>(start_served_run(inst, c, h, call));
     auto body = run_method_coroutine<R, Args>(inst.object, m.invoke_coroutine, std::move(args),
                                               &end->result);
     // Started in order with the plain calls of the same read, on the strand.
@@ -171,10 +176,10 @@ void serve(const void* ops, instance& inst, connection& c, const wire::frame_hea
     rpc::register_running(*conn, id, [target, key, remove = m.batch_remove] {
       post_batched(target->strand, [target, key, remove] { remove(*target, key); });
     });
-    post_batched(inst.strand, [target, args = std::move(args), conn = std::move(conn), id, key,
+    post_batched(inst.strand, [target, args = std::move(args), conn = std::move(conn), call, key,
                                deadline, add = m.batch_add]() mutable {
       add(*target, std::move(args),
-          std::make_unique<detail::remote_batch_completion<R>>(std::move(conn), id), key,
+          std::make_unique<detail::remote_batch_completion<R>>(std::move(conn), call), key,
           deadline);
     });
   }

@@ -18,18 +18,19 @@
 
 #include "../wire/frame.hpp"
 #include "connection_api.hpp"
+#include "metrics.hpp"
+#include "read_batch.hpp"
 
 namespace tlaunch::rpc {
 
 struct instance;
-class metrics_registry;
 using strand_type = asio::strand<asio::io_context::executor_type>;
 
 // Serves one call frame of the method whose ops (rpc/method_ops.hpp) it is given:
 // deserializes the arguments on the reader's thread, runs the method on the instance's
-// strand, sends the reply on the connection.
+// strand, sends the reply on the connection, counting its end into the call's counts.
 using invoker = void (*)(const void* ops, instance&, connection&, const wire::frame_header&,
-                         std::span<const char> payload);
+                         std::span<const char> payload, const served_call& call);
 
 struct dispatch_entry {
   std::uint64_t id;
@@ -62,6 +63,9 @@ struct instance {
   strand_type strand;
   std::shared_ptr<void> object;  // the service, type-erased
   std::span<const dispatch_entry> methods;
+  // Each method's counts as this process serves it (rpc/metrics.hpp), in the order of
+  // `methods` (runtime::serve_methods sets both).
+  std::vector<served_stats*> served;
   std::string_view type_name;
   // The node's tlaunch::context, owned here and typed by the public layer above.
   std::shared_ptr<void> run_context;
@@ -95,6 +99,10 @@ struct instance {
 // Sends an error reply for a call.
 TLAUNCH_DECL void reply_error(connection& c, std::uint64_t call_id, wire::error_code code,
                               const std::string& message);
+// The same for a call served to a method, counted as its end (a remote_error, a timeout or
+// a bad_call by the code).
+TLAUNCH_DECL void reply_error(connection& c, const served_call& call, wire::error_code code,
+                              const std::string& message);
 
 }  // namespace tlaunch::rpc
 
@@ -107,6 +115,19 @@ TLAUNCH_DECL void reply_error(connection& c, std::uint64_t call_id, wire::error_
   wire::frame_buffer f;
   wire::encode_error(f, code, message);
   f.seal({.type = wire::kind::error_reply, .call_id = call_id});
+  rpc::send(c, std::move(f));
+}
+
+TLAUNCH_DECL void reply_error(connection& c, const served_call& call, wire::error_code code,
+                              const std::string& message) {
+  wire::frame_buffer f;
+  wire::encode_error(f, code, message);
+  f.seal({.type = wire::kind::error_reply, .call_id = call.id});
+  deferred_writes::count_served_end(call,
+                   code == wire::error_code::remote_exception    ? call_outcome::remote_error
+                   : code == wire::error_code::deadline_exceeded ? call_outcome::timeout
+                                                                 : call_outcome::bad_call,
+                   f.bytes().size());
   rpc::send(c, std::move(f));
 }
 

@@ -1,10 +1,11 @@
 // What a process counts of its calls, always on: per edge (the calls this process makes
 // to one instance's method) and per served method, and the user's own counters, gauges and
-// histograms (tlaunch::context::metrics). A connection counts into blocks of its own (link_metrics),
-// written by one thread at a time without read-modify-write instructions: the caller's
-// side under the connection's lock, which the call path takes anyway, the served side by
-// the connection's reader. A registry per process (metrics_registry) keeps the live blocks
-// and the totals of closed connections, and makes a sample (metrics_sample) on demand: the
+// histograms (tlaunch::context::metrics). A connection counts the calls it makes into blocks
+// of its own (link_metrics), written under the connection's lock, which the call path takes
+// anyway, without read-modify-write instructions. A served method counts into its
+// instance's block (served_stats): its calls as the connections' readers take them, their
+// ends as their replies leave, each io thread in a shard of its own. A registry per process (metrics_registry) keeps the live
+// blocks and the totals of closed connections, and makes a sample (metrics_sample) on demand: the
 // launcher asks every node process for one (wire::kind::metrics_request) and serves them
 // (launch/observe/).
 #pragma once
@@ -24,6 +25,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "io_thread.hpp"
 
 namespace tlaunch::rpc {
 
@@ -55,7 +58,8 @@ inline std::int64_t metrics_now() {
       .count();
 }
 
-// How a call this process made ended, as the connection saw it.
+// How a call ended: one this process made, as its connection saw it, or one it served, as
+// it replied (reply, remote_error, timeout or bad_call).
 enum class call_outcome : std::uint8_t {
   reply,         // the method's result
   remote_error,  // the method threw
@@ -76,16 +80,69 @@ struct call_stats {
   std::array<metric_count, latency_buckets> latency;
 };
 
-// Calls of instance `target`'s method `method` that this process served.
-struct served_stats {
-  std::uint32_t target = 0;
-  std::uint64_t method = 0;
-  metric_count calls, bytes_in;
+// A served method's counts on one thread (served_stats).
+struct served_shard {
+  metric_count calls, bytes_in, refused, bytes_out, duration_ns;
+  std::array<metric_count, 4> ended;  // reply, remote_error, timeout, bad_call
+  std::array<metric_count, latency_buckets> duration;
+
+  // A reply of `bytes` on the wire, `ns` after the call arrived.
+  void end(call_outcome o, std::size_t bytes, std::int64_t ns) {
+    ended[std::min<std::size_t>(static_cast<std::size_t>(o), ended.size() - 1)].add(1);
+    bytes_out.add(bytes);
+    duration_ns.add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, ns)));
+    duration[latency_bucket(ns)].add(1);
+  }
 };
 
-// One connection's counts. Its entries are found by their writers without a lock (the
-// caller's side under the connection's lock, the served side by its reader) and added
-// under mu, which a sample also takes.
+// Calls of instance `target`'s method `method` that this process served, from the call
+// frame's arrival to its reply. Each hosted instance has one per method, made by the
+// registry when the instance is hosted and kept for the process's life. Each io thread of
+// the runtime that owns it counts into a shard of its own, with plain adds and no cache
+// line shared with another thread (the calls arrive on the connections' readers and end
+// wherever their replies are made); any other thread counts into the last shard, under a
+// lock. A sample sums the shards.
+class served_stats {
+ public:
+  served_stats(std::uint32_t t, std::uint64_t m, const void* owner, unsigned threads)
+      : target(t), method(m), owner_(owner), threads_(owner ? threads : 0),
+        shards_(std::make_unique<padded[]>(threads_ + 1)) {}
+
+  // Runs f(shard) on the shard this thread counts into.
+  template <class F>
+  void update(F&& f) {
+    if (current_runtime_thread == owner_ && current_io_index < threads_) [[likely]]
+      return f(static_cast<served_shard&>(shards_[current_io_index]));
+    std::lock_guard lk(other_mu_);
+    f(static_cast<served_shard&>(shards_[threads_]));
+  }
+
+  template <class F>
+  void for_each_shard(F&& f) const {
+    for (unsigned i = 0; i <= threads_; ++i) f(static_cast<const served_shard&>(shards_[i]));
+  }
+
+  const std::uint32_t target;
+  const std::uint64_t method;
+
+ private:
+  struct alignas(64) padded : served_shard {};
+  const void* owner_;
+  unsigned threads_;
+  std::unique_ptr<padded[]> shards_;
+  std::mutex other_mu_;
+};
+
+// One call being served: its id, its method's counts (null: not counted) and when it
+// arrived (metrics_now(), read once per read of the connection).
+struct served_call {
+  std::uint64_t id = 0;
+  served_stats* stats = nullptr;
+  std::int64_t arrived = 0;
+};
+
+// One connection's counts of the calls it makes. Its entries are found by their writer (under
+// the connection's lock) without mu, and added under mu, which a sample also takes.
 class link_metrics {
  public:
   // Caller's side; under the connection's lock.
@@ -111,40 +168,16 @@ class link_metrics {
     s.latency_ns.add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - started)));
     s.latency[latency_bucket(now - started)].add(1);
   }
-  // Served side; on the connection's reader.
-  void served(std::uint32_t target, std::uint64_t method, std::size_t bytes) {
-    served_stats* s = last_served_;
-    if (!s || s->target != target || s->method != method) {
-      s = nullptr;
-      for (auto& x : served_)
-        if (x->target == target && x->method == method) s = x.get();
-      if (!s) {
-        auto n = std::make_unique<served_stats>();
-        n->target = target;
-        n->method = method;
-        std::lock_guard lk(mu_);
-        served_.push_back(std::move(n));
-        s = served_.back().get();
-      }
-      last_served_ = s;
-    }
-    s->calls.add(1);
-    s->bytes_in.add(bytes);
-  }
-
-  template <class F, class G>
-  void visit(F&& on_call, G&& on_served) const {
+  template <class F>
+  void visit(F&& on_call) const {
     std::lock_guard lk(mu_);
     for (const auto& c : calls_) on_call(*c);
-    for (const auto& s : served_) on_served(*s);
   }
 
  private:
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<call_stats>> calls_;
-  std::vector<std::unique_ptr<served_stats>> served_;
   call_stats* last_call_ = nullptr;
-  served_stats* last_served_ = nullptr;
 };
 
 // ---- Samples: what a node process sends the launcher (cereal-serializable) --------------
@@ -169,10 +202,18 @@ struct call_sample {
 
 struct served_sample {
   std::string instance, method;
-  std::uint64_t calls = 0, bytes_in = 0;
+  std::uint64_t calls = 0, bytes_in = 0, bytes_out = 0, duration_ns = 0;
+  std::vector<std::uint64_t> ended;     // by call_outcome: reply, remote_error, timeout, bad_call
+  std::vector<std::uint64_t> duration;  // by latency bucket, not cumulative; replied calls
+  // Calls that arrived and have not been answered.
+  std::uint64_t in_flight() const {
+    std::uint64_t e = 0;
+    for (auto n : ended) e += n;
+    return calls > e ? calls - e : 0;
+  }
   template <class A>
   void serialize(A& a) {
-    a(instance, method, calls, bytes_in);
+    a(instance, method, calls, bytes_in, bytes_out, duration_ns, ended, duration);
   }
 };
 
@@ -283,8 +324,20 @@ class metrics_registry {
     std::lock_guard lk(mu_);
     auto it = std::find(live_.begin(), live_.end(), l);
     if (it == live_.end()) return;
-    add_to(closed_calls_, closed_served_, *l);
+    add_to(closed_calls_, *l);
     live_.erase(it);
+  }
+
+  // The counts of instance `target`'s method `method` as this process serves it (made on
+  // first use, kept for the process's life: a restarted instance counts on), sharded for
+  // `threads` io threads of runtime `owner` (rpc/io_thread.hpp; none: every count takes a
+  // lock). Asked for when an instance is hosted, for the methods of its type only.
+  served_stats* served(std::uint32_t target, std::uint64_t method, const void* owner = nullptr,
+                       unsigned threads = 0) {
+    std::lock_guard lk(mu_);
+    auto& e = served_[{target, method}];
+    if (!e) e = std::make_unique<served_stats>(target, method, owner, threads);
+    return e.get();
   }
 
   // The user's counter (or gauge) `name` of instance `instance` (made on first use; never
@@ -314,13 +367,27 @@ class metrics_registry {
   void sample_into(metrics_sample& out, InstanceName&& instance_name,
                    MethodName&& served_method_name) const {
     call_totals calls;
-    served_totals served;
+    std::vector<std::pair<key, served_sample>> served;
     std::vector<std::pair<std::pair<std::string, std::string>, std::pair<bool, double>>> user;
     {
       std::lock_guard lk(mu_);
       calls = closed_calls_;
-      served = closed_served_;
-      for (const auto& l : live_) add_to(calls, served, *l);
+      for (const auto& l : live_) add_to(calls, *l);
+      for (const auto& [k, v] : served_) {
+        served_sample x;
+        x.ended.assign(4, 0);
+        x.duration.assign(latency_buckets, 0);
+        v->for_each_shard([&](const served_shard& sh) {
+          x.calls += sh.calls.get();
+          x.bytes_in += sh.bytes_in.get();
+          x.bytes_out += sh.bytes_out.get();
+          x.duration_ns += sh.duration_ns.get();
+          for (std::size_t i = 0; i < x.ended.size(); ++i) x.ended[i] += sh.ended[i].get();
+          x.ended[static_cast<std::size_t>(call_outcome::bad_call)] += sh.refused.get();
+          for (std::size_t i = 0; i < latency_buckets; ++i) x.duration[i] += sh.duration[i].get();
+        });
+        served.emplace_back(k, std::move(x));
+      }
       for (const auto& [k, v] : user_)
         user.push_back({{std::get<0>(k), std::get<1>(k)}, {std::get<2>(k), v->get()}});
       for (const auto& [k, v] : histograms_) {
@@ -343,9 +410,11 @@ class metrics_registry {
       c.latency.assign(v.latency.begin(), v.latency.end());
       out.calls.push_back(std::move(c));
     }
-    for (const auto& [k, v] : served)
-      out.served.push_back({instance_name(k.first), served_method_name(k.first, k.second),
-                            v.first, v.second});
+    for (auto& [k, v] : served) {
+      v.instance = instance_name(k.first);
+      v.method = served_method_name(k.first, k.second);
+      out.served.push_back(std::move(v));
+    }
     for (const auto& [k, v] : user) out.user.push_back({k.first, k.second, v.first, v.second});
   }
 
@@ -358,31 +427,24 @@ class metrics_registry {
   };
   using key = std::pair<std::uint32_t, std::uint64_t>;
   using call_totals = std::map<key, call_total>;
-  using served_totals = std::map<key, std::pair<std::uint64_t, std::uint64_t>>;
 
-  static void add_to(call_totals& calls, served_totals& served, const link_metrics& l) {
-    l.visit(
-        [&](const call_stats& s) {
-          auto& t = calls[{s.target, s.method}];
-          t.name = s.name;
-          t.calls += s.calls.get();
-          t.bytes_out += s.bytes_out.get();
-          t.bytes_in += s.bytes_in.get();
-          t.latency_ns += s.latency_ns.get();
-          for (std::size_t i = 0; i < call_outcomes; ++i) t.ended[i] += s.ended[i].get();
-          for (std::size_t i = 0; i < latency_buckets; ++i) t.latency[i] += s.latency[i].get();
-        },
-        [&](const served_stats& s) {
-          auto& t = served[{s.target, s.method}];
-          t.first += s.calls.get();
-          t.second += s.bytes_in.get();
-        });
+  static void add_to(call_totals& calls, const link_metrics& l) {
+    l.visit([&](const call_stats& s) {
+      auto& t = calls[{s.target, s.method}];
+      t.name = s.name;
+      t.calls += s.calls.get();
+      t.bytes_out += s.bytes_out.get();
+      t.bytes_in += s.bytes_in.get();
+      t.latency_ns += s.latency_ns.get();
+      for (std::size_t i = 0; i < call_outcomes; ++i) t.ended[i] += s.ended[i].get();
+      for (std::size_t i = 0; i < latency_buckets; ++i) t.latency[i] += s.latency[i].get();
+    });
   }
 
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<link_metrics>> live_;
   call_totals closed_calls_;
-  served_totals closed_served_;
+  std::map<key, std::unique_ptr<served_stats>> served_;
   std::map<std::tuple<std::string, std::string, bool>, std::unique_ptr<user_metric>> user_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<user_histogram>> histograms_;
 };

@@ -27,6 +27,7 @@
 
 #include "../detail/config.hpp"
 #include "../detail/small_pool.hpp"
+#include "metrics.hpp"
 
 namespace tlaunch::rpc {
 
@@ -84,6 +85,19 @@ class deferred_writes {
     if (!st || st->used == 0) return;
     for (std::size_t i = 0; i < st->used; ++i)
       if (st->entries[i].key == key) return flush_entry(*st, i);
+  }
+
+  // Counts a served call's end (rpc/metrics.hpp) as its reply of `bytes` leaves: when the
+  // current scope ends, timed by one clock read for all of its replies, or now when no
+  // scope is open.
+  static void count_served_end(const served_call& c, call_outcome o, std::size_t bytes) {
+    if (!c.stats) return;
+    if (staging* st = staging_) {
+      st->ends.push_back({c, o, bytes});
+      return;
+    }
+    const std::int64_t ns = metrics_now() - c.arrived;
+    c.stats->update([&](served_shard& s) { s.end(o, bytes, ns); });
   }
 
   // Flushes everything staged on this thread now (calls that a frame another thread
@@ -162,10 +176,27 @@ class deferred_writes {
     byte_run bytes;  // emptied, not freed: reused by the next scope
     std::vector<std::shared_ptr<void>> extras;
   };
+  struct served_end {
+    served_call call;
+    call_outcome outcome;
+    std::size_t bytes;
+  };
   struct staging {
     std::vector<staged> entries;
     std::size_t used = 0;
+    std::vector<served_end> ends;  // emptied, not freed
   };
+
+  // Counts the served calls' ends staged by count_served_end.
+  static void count_ends(staging& st) {
+    if (st.ends.empty()) [[likely]]
+      return;
+    const std::int64_t now = metrics_now();
+    for (const auto& e : st.ends)
+      e.call.stats->update(
+          [&](served_shard& s) { s.end(e.outcome, e.bytes, now - e.call.arrived); });
+    st.ends.clear();
+  }
 
   static staged* find(staging& st, const void* key) {
     for (std::size_t i = 0; i < st.used; ++i)
@@ -440,6 +471,7 @@ namespace tlaunch::rpc {
 
 TLAUNCH_DECL deferred_writes::scope::~scope() {
   if (!owner_) return;
+  count_ends(*staging_);    // the replies staged leave now
   flush_staged(*staging_);  // may defer writes, so the scope is still open
   current_ = nullptr;
   staging_ = nullptr;

@@ -110,6 +110,8 @@ class runtime final : public rpc::connection_sink {
   // ----- hosting ---------------------------------------------------------------------
 
   rpc::instance& host(std::uint32_t flat);
+  // Sets the methods inst serves, each with its counts in this process's registry.
+  void serve_methods(rpc::instance& inst, std::span<const dispatch_entry> methods);
   // An in-process actor created at run time (context::spawn); never in the directory.
   rpc::instance& host_dynamic(std::string_view type_name);
   rpc::instance* hosted(std::uint32_t flat) const {
@@ -488,6 +490,15 @@ TLAUNCH_DECL metrics_sample runtime::sample_metrics(const std::string& process) 
   return s;
 }
 
+TLAUNCH_DECL void runtime::serve_methods(rpc::instance& inst,
+                                         std::span<const dispatch_entry> methods) {
+  inst.methods = methods;
+  inst.served.clear();
+  for (const auto& e : methods)
+    inst.served.push_back(
+        cfg_->metrics->served(inst.flat_id, e.id, this, io_thread_count(opt_)));
+}
+
 TLAUNCH_DECL rpc::instance& runtime::host(std::uint32_t flat) {
   const auto& n = node_of(flat);
   hosted_[flat] = std::make_unique<rpc::instance>(io, n.name, flat - n.first, n.replicas, flat);
@@ -753,9 +764,20 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
                          ") exposes no method with id " + std::to_string(h.method));
     return;
   }
+  // The method's counts (serve_methods made them): the call arrived with the connection's
+  // last read; its reply counts its end.
+  const auto k = static_cast<std::size_t>(e - inst->methods.data());
+  rpc::served_stats* stats = k < inst->served.size() ? inst->served[k] : nullptr;
+  if (stats) [[likely]]
+    stats->update([&](served_shard& s) {
+      s.calls.add(1);
+      s.bytes_in.add(wire::header_size + h.size);
+    });
+  const served_call call{h.call_id, stats, c.read_at()};
   if (h.flags & wire::flag_traced) [[unlikely]] {
     // The payload ends with the trace: the caller's span (rpc/trace.hpp).
     if (payload.size() < trace_trailer_size) {
+      if (stats) stats->update([](served_shard& s) { s.refused.add(1); });
       rpc::reply_error(c, h.call_id, wire::error_code::bad_arguments,
                        "a traced call of " + std::string(e->name) +
                            " is shorter than its trace context");
@@ -770,17 +792,17 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
       c.begin_served_span(s);
       // A coroutine method started now runs under the span (start_served_run).
       trace_scope scope(s.ctx);
-      e->serve(e->ops, *inst, c, h, payload);
+      e->serve(e->ops, *inst, c, h, payload, call);
       return;
     }
   }
   if (cfg_->trace) [[unlikely]] {
     // Not in a trace: neither are the calls a coroutine method makes while serving it.
     trace_scope scope({0, 0, h.target, true});
-    e->serve(e->ops, *inst, c, h, payload);
+    e->serve(e->ops, *inst, c, h, payload, call);
     return;
   }
-  e->serve(e->ops, *inst, c, h, payload);
+  e->serve(e->ops, *inst, c, h, payload, call);
 }
 
 TLAUNCH_DECL void runtime::on_control(const std::shared_ptr<rpc::connection>& c,

@@ -107,6 +107,24 @@ inline std::pair<std::string, std::string> node_and_replica(std::string_view ins
   return {std::string(instance.substr(0, slash)), std::string(instance.substr(slash + 1))};
 }
 
+// A histogram of rpc/metrics.hpp's latency buckets (counts per bucket, not cumulative; the
+// last one above every bound) and their sum in nanoseconds, in seconds.
+inline void add_latency_histogram(exposition& e, const std::string& name, std::string_view help,
+                                  const std::string& labels,
+                                  const std::vector<std::uint64_t>& buckets, std::uint64_t sum_ns) {
+  std::uint64_t cumulative = 0;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    cumulative += buckets[k];
+    const bool last = k + 1 == buckets.size();
+    const std::string le =
+        last ? "+Inf" : sample_value(static_cast<double>(std::uint64_t{1} << k) * 1e-6);
+    e.add(name, "histogram", help, fmt::format("{},le=\"{}\"", labels, le),
+          std::to_string(cumulative), "_bucket");
+  }
+  e.add(name, "histogram", "", labels, sample_value(static_cast<double>(sum_ns) * 1e-9), "_sum");
+  e.add(name, "histogram", "", labels, std::to_string(cumulative), "_count");
+}
+
 inline std::string render_prometheus(const std::vector<process_metrics>& processes,
                                      std::size_t instances) {
   exposition e;
@@ -149,20 +167,9 @@ inline std::string render_prometheus(const std::vector<process_metrics>& process
             std::to_string(c.bytes_out));
       e.add("tlaunch_call_received_bytes_total", "counter", "Bytes of reply frames received.",
             edge, std::to_string(c.bytes_in));
-      std::uint64_t cumulative = 0;
-      for (std::size_t k = 0; k < c.latency.size(); ++k) {
-        cumulative += c.latency[k];
-        const bool last = k + 1 == c.latency.size();
-        const std::string le =
-            last ? "+Inf" : sample_value(static_cast<double>(std::uint64_t{1} << k) * 1e-6);
-        e.add("tlaunch_call_duration_seconds", "histogram",
-              "Time from a call's send to its reply, at the caller.",
-              fmt::format("{},le=\"{}\"", edge, le), std::to_string(cumulative), "_bucket");
-      }
-      e.add("tlaunch_call_duration_seconds", "histogram", "", edge,
-            sample_value(static_cast<double>(c.latency_ns) * 1e-9), "_sum");
-      e.add("tlaunch_call_duration_seconds", "histogram", "", edge, std::to_string(cumulative),
-            "_count");
+      add_latency_histogram(e, "tlaunch_call_duration_seconds",
+                            "Time from a call's send to its reply, at the caller.", edge,
+                            c.latency, c.latency_ns);
     }
     for (const auto& v : s.served) {
       const auto [node, replica] = node_and_replica(v.instance);
@@ -172,8 +179,20 @@ inline std::string render_prometheus(const std::vector<process_metrics>& process
                       label_value(p.host), label_value(v.method));
       e.add("tlaunch_served_calls_total", "counter", "Calls served, by instance and method.",
             labels, std::to_string(v.calls));
+      for (std::size_t k = 1; k < v.ended.size() && k < rpc::call_outcomes; ++k)
+        e.add("tlaunch_served_errors_total", "counter",
+              "Served calls answered with an error, by kind.",
+              fmt::format("{},kind=\"{}\"", labels, outcome_names[k]),
+              std::to_string(v.ended[k]));
+      e.add("tlaunch_served_in_flight", "gauge", "Calls arrived and not answered.", labels,
+            std::to_string(v.in_flight()));
       e.add("tlaunch_served_received_bytes_total", "counter", "Bytes of call frames served.",
             labels, std::to_string(v.bytes_in));
+      e.add("tlaunch_served_sent_bytes_total", "counter", "Bytes of the replies to served calls.",
+            labels, std::to_string(v.bytes_out));
+      add_latency_histogram(e, "tlaunch_served_duration_seconds",
+                            "Time from a call's arrival to its reply, at the serving process.",
+                            labels, v.duration, v.duration_ns);
     }
     for (const auto& u : s.user) {
       const auto [node, replica] = node_and_replica(u.instance);

@@ -222,7 +222,10 @@ class connection : public std::enable_shared_from_this<connection> {
     while (was < epoch && !fence_epoch_.compare_exchange_weak(was, epoch)) {
     }
   }
-
+  // A connection to the coordinator (rpc::runtime::connect), not to a peer node process:
+  // no fence is sent or awaited on it.
+  void mark_not_peer() { not_peer_.store(true, std::memory_order_release); }
+  bool is_peer() const { return !not_peer_.load(std::memory_order_acquire); }
 
  private:
   connection(tcp::socket s, side sd, std::shared_ptr<const connection_config> cfg,
@@ -500,6 +503,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool counted_unauthenticated_ = false;  // in cfg_->unauthenticated until ready or closed
   bool peer_stopping_ = false;  // the peer sent wire::kind::stopping
   std::atomic<std::uint64_t> fence_epoch_{0};
+  std::atomic<bool> not_peer_{false};
   bool deadline_armed_ = false;           // handshake_deadline_ waits
   asio::steady_timer handshake_deadline_;
   bool heartbeat_armed_ = false;  // heartbeat_ waits

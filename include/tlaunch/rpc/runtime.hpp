@@ -331,8 +331,6 @@ class runtime final : public rpc::connection_sink {
   bool elastic_ = false;
   std::atomic<std::uint64_t> epoch_{0};
   std::shared_mutex membership_mu_;
-  // connect()'s connections (the coordinator's), never a peer's: no fence comes on them.
-  std::vector<const rpc::connection*> outside_;
   // The connections to and from other node processes (not connect()'s).
   std::vector<std::shared_ptr<rpc::connection>> peer_connections() const;
   std::atomic<bool> stopping_{false}, shut_down_{false};
@@ -629,21 +627,22 @@ TLAUNCH_DECL rpc::connection* runtime::connection_for(std::uint32_t flat, std::s
 
 TLAUNCH_DECL std::shared_ptr<rpc::connection> runtime::connect(const std::string& address) {
   auto c = rpc::connection::connect(io, address, cfg_, this);
-  std::lock_guard lk(mu_);
-  outside_.push_back(c.get());
+  c->mark_not_peer();
   return c;
 }
 
 TLAUNCH_DECL std::vector<std::shared_ptr<rpc::connection>> runtime::peer_connections() const {
   std::vector<std::shared_ptr<rpc::connection>> all;
-  std::lock_guard lk(mu_);
-  auto add = [&](const std::shared_ptr<rpc::connection>& c) {
-    if (std::find(outside_.begin(), outside_.end(), c.get()) == outside_.end() &&
-        std::find(all.begin(), all.end(), c) == all.end())
-      all.push_back(c);
-  };
-  for (auto& [a, c] : by_address_) add(c);
-  for (auto& c : accepted_) add(c);
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [a, c] : by_address_)
+      if (c && c->is_peer()) all.push_back(c);
+    for (auto& c : accepted_)
+      if (c && c->is_peer()) all.push_back(c);
+  }
+  // An accepted connection may also be known by its peer's address: once each.
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
   return all;
 }
 

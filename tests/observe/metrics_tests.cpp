@@ -99,10 +99,10 @@ TEST_CASE("a connection's counts and the served methods' reach the sample, and s
                     [](std::uint32_t, std::uint64_t) { return std::string(); });
     CHECK(during.served[0].in_flight() == 2);
   }
-  reg.served(2, 10)->update([](rpc::served_shard& sh) {
-    sh.calls.add(1);
-    sh.refused.add(1);  // arguments that did not deserialize
-  });
+  reg.served(2, 10)->update([](rpc::served_shard& sh) { sh.calls.add(1); });
+  // Arguments that did not deserialize: answered bad_call on the reader.
+  rpc::deferred_writes::count_served_end({3, reg.served(2, 10), rpc::metrics_now()},
+                                         rpc::call_outcome::bad_call, 60);
   reg.user("worker/0", "rounds", true).add(7);
   reg.user("worker/0", "loss", false).set(0.25);
 

@@ -59,7 +59,7 @@ void send_result(connection& c, const served_call& call, const R* r) {
 }
 
 // Reads a call's arguments into args; when they do not deserialize, replies
-// bad_arguments naming the method (counted as refused) and returns false.
+// bad_arguments naming the method (the call's end, a bad_call) and returns false.
 template <class Args>
 bool decode_arguments(connection& c, const wire::frame_header& h, std::span<const char> payload,
                       Args& args, std::string_view method, const served_call& call) {
@@ -71,8 +71,7 @@ bool decode_arguments(connection& c, const wire::frame_header& h, std::span<cons
         args);
     return true;
   } catch (const std::exception& e) {
-    if (call.stats) call.stats->update([](served_shard& s) { s.refused.add(1); });
-    reply_error(c, h.call_id, wire::error_code::bad_arguments,
+    reply_error(c, call, wire::error_code::bad_arguments,
                 std::string("arguments of ") + std::string(method) +
                     " did not deserialize: " + e.what());
     return false;

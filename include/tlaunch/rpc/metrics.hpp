@@ -82,7 +82,7 @@ struct call_stats {
 
 // A served method's counts on one thread (served_stats).
 struct served_shard {
-  metric_count calls, bytes_in, refused, bytes_out, duration_ns;
+  metric_count calls, bytes_in, bytes_out, duration_ns;
   std::array<metric_count, 4> ended;  // reply, remote_error, timeout, bad_call
   std::array<metric_count, latency_buckets> duration;
 
@@ -383,7 +383,6 @@ class metrics_registry {
           x.bytes_out += sh.bytes_out.get();
           x.duration_ns += sh.duration_ns.get();
           for (std::size_t i = 0; i < x.ended.size(); ++i) x.ended[i] += sh.ended[i].get();
-          x.ended[static_cast<std::size_t>(call_outcome::bad_call)] += sh.refused.get();
           for (std::size_t i = 0; i < latency_buckets; ++i) x.duration[i] += sh.duration[i].get();
         });
         served.emplace_back(k, std::move(x));

@@ -776,8 +776,7 @@ TLAUNCH_DECL void runtime::on_call(rpc::connection& c, const wire::frame_header&
   if (h.flags & wire::flag_traced) [[unlikely]] {
     // The payload ends with the trace: the caller's span (rpc/trace.hpp).
     if (payload.size() < trace_trailer_size) {
-      if (stats) stats->update([](served_shard& s) { s.refused.add(1); });
-      rpc::reply_error(c, h.call_id, wire::error_code::bad_arguments,
+      rpc::reply_error(c, call, wire::error_code::bad_arguments,
                        "a traced call of " + std::string(e->name) +
                            " is shorter than its trace context");
       return;
